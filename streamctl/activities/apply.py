@@ -1,0 +1,493 @@
+"""Applying one typed message to the pass's :class:`CatalogView`.
+
+Each handler either returns the request's result (plain JSON) and records its changes in the
+changelog, or raises :class:`RequestFailed` *before* changing anything, so a failed request
+leaves the catalog as it was. Events return nothing. Handlers run in arrival order within a
+stage, so a batch answers exactly as applying its messages one by one would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamctl.catalog.models import LogicalSource, PhysicalSource, Query, Sink, Worker
+from streamctl.catalog.schema import (
+    SINK_TYPES,
+    SOURCE_TYPES,
+    InvalidName,
+    SchemaError,
+    check_identifier,
+    check_kind,
+    normalize_schema,
+)
+from streamctl.catalog.view import CatalogView
+from streamctl.lifecycle.agents import (
+    AgentState,
+    AgentTrigger,
+    LivenessPolicy,
+    can_transition,
+    transition,
+)
+from streamctl.workflows import messages as m
+from streamctl.workflows.messages import ErrorCode
+
+
+class RequestFailed(Exception):
+    """A request refused with an error code; raised before the catalog was changed."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Change:
+    entity: str
+    key: str
+    action: str
+    reason: str
+
+
+@dataclass
+class PassContext:
+    """The view plus what the current message changed (for the changelog)."""
+
+    view: CatalogView
+    liveness: LivenessPolicy
+    changes: list[Change] = field(default_factory=list)
+
+    def record(self, entity: str, key: object, action: str, reason: str) -> None:
+        self.changes.append(Change(entity, str(key), action, reason))
+
+
+# --- row rendering ---------------------------------------------------------------------------
+
+
+def worker_json(row: Worker) -> dict[str, Any]:
+    return {
+        "name": row.name,
+        "state": row.state,
+        "capacity": row.capacity,
+        "load": row.load,
+        "task_queue": row.task_queue,
+        "address": row.address,
+        "draining": row.draining,
+        "last_heartbeat_at": row.last_heartbeat_at,
+        "heartbeats": row.heartbeats,
+        "created_version": row.created_version,
+    }
+
+
+def logical_source_json(row: LogicalSource) -> dict[str, Any]:
+    return {"name": row.name, "schema": row.schema, "created_version": row.created_version}
+
+
+def physical_source_json(row: PhysicalSource) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "logical_source": row.logical_source,
+        "type": row.type,
+        "config": row.config,
+        "worker": row.worker,
+        "created_version": row.created_version,
+    }
+
+
+def sink_json(row: Sink) -> dict[str, Any]:
+    return {
+        "name": row.name,
+        "schema": row.schema,
+        "type": row.type,
+        "config": row.config,
+        "created_version": row.created_version,
+    }
+
+
+def query_json(row: Query) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "statement": row.statement,
+        "sink": row.sink,
+        "desired_state": row.desired_state,
+        "current_state": row.current_state,
+        "worker": row.worker,
+        "error": row.error,
+        "created_version": row.created_version,
+    }
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _name(value: str, what: str) -> str:
+    try:
+        return check_identifier(value, what)
+    except InvalidName as error:
+        raise RequestFailed(ErrorCode.INVALID_NAME, str(error)) from None
+
+
+def _schema(columns: tuple[m.ColumnSpec, ...]) -> list[dict[str, Any]]:
+    try:
+        return normalize_schema(columns)
+    except SchemaError as error:
+        raise RequestFailed(ErrorCode.INVALID_SCHEMA, str(error)) from None
+
+
+def _kind(value: str, allowed: frozenset[str], what: str) -> str:
+    try:
+        return check_kind(value, allowed, what)
+    except SchemaError as error:
+        raise RequestFailed(ErrorCode.INVALID_REQUEST, str(error)) from None
+
+
+def _not_found(what: str, key: object) -> RequestFailed:
+    return RequestFailed(ErrorCode.NOT_FOUND, f"{what} {key!r} does not exist")
+
+
+def _stamp(ctx: PassContext, row: Worker | LogicalSource | PhysicalSource | Sink | Query) -> None:
+    row.updated_version = ctx.view.version
+
+
+# --- workers (stage 1) -----------------------------------------------------------------------
+
+
+def _agent_transition(ctx: PassContext, row: Worker, trigger: AgentTrigger, reason: str) -> None:
+    before = AgentState(row.state)
+    after = transition(before, trigger)
+    if after is not before:
+        row.state = after
+        _stamp(ctx, row)
+        ctx.record("worker", row.name, f"{before}->{after}", reason)
+
+
+def register_worker(ctx: PassContext, event: m.RegisterWorker, received_at: float) -> None:
+    name = _name(event.name, "worker name")
+    row = ctx.view.workers.get(name)
+    if row is None:
+        row = Worker(
+            name=name,
+            state=transition(None, AgentTrigger.REGISTER),
+            capacity=max(0, event.capacity),
+            load=0,
+            task_queue=event.task_queue or f"agent.{name}",
+            address=event.address,
+            draining=False,
+            registered_at=received_at,
+            last_heartbeat_at=received_at,
+            heartbeats=0,
+            created_version=ctx.view.version,
+            updated_version=ctx.view.version,
+        )
+        ctx.view.workers.add(row)
+        ctx.record("worker", name, "register", "RegisterWorker from a new agent")
+        return
+    _agent_transition(ctx, row, AgentTrigger.REGISTER, "RegisterWorker from a known agent")
+    row.capacity = max(0, event.capacity)
+    row.task_queue = event.task_queue or row.task_queue
+    row.address = event.address or row.address
+    row.registered_at = received_at
+    row.last_heartbeat_at = received_at
+    row.draining = False
+    _stamp(ctx, row)
+
+
+def unregister_worker(ctx: PassContext, event: m.UnregisterWorker, _received_at: float) -> None:
+    row = ctx.view.workers.get(event.name)
+    if row is None or not can_transition(AgentState(row.state), AgentTrigger.UNREGISTER):
+        return
+    _agent_transition(ctx, row, AgentTrigger.UNREGISTER, "UnregisterWorker from the agent")
+
+
+def heartbeat(ctx: PassContext, event: m.Heartbeat, received_at: float) -> None:
+    row = ctx.view.workers.get(event.name)
+    if row is None or not can_transition(AgentState(row.state), AgentTrigger.HEARTBEAT):
+        return  # an unknown or dead agent must register first; its heartbeat means nothing
+    _agent_transition(ctx, row, AgentTrigger.HEARTBEAT, "heartbeat after missed ones")
+    row.heartbeats += max(1, event.count)
+    row.load = max(0, event.load)
+    if event.capacity is not None:
+        row.capacity = max(0, event.capacity)
+    row.last_heartbeat_at = max(row.last_heartbeat_at, received_at)
+
+
+def check_liveness(ctx: PassContext, _event: m.CheckLiveness, _received_at: float) -> None:
+    for row in ctx.view.live_workers():
+        age = ctx.view.now - row.last_heartbeat_at
+        trigger = ctx.liveness.trigger_for_age(age)
+        if trigger is None or not can_transition(AgentState(row.state), trigger):
+            continue
+        _agent_transition(ctx, row, trigger, f"no heartbeat for {age:.1f}s")
+
+
+def list_workers(ctx: PassContext, _request: m.ListWorkers) -> Any:
+    return [worker_json(row) for row in sorted(ctx.view.workers.all(), key=lambda r: r.name)]
+
+
+def get_worker(ctx: PassContext, request: m.GetWorker) -> Any:
+    row = ctx.view.workers.get(request.name)
+    if row is None:
+        raise _not_found("worker", request.name)
+    return worker_json(row)
+
+
+def drain_worker(ctx: PassContext, request: m.DrainWorker) -> Any:
+    row = ctx.view.workers.get(request.name)
+    if row is None:
+        raise _not_found("worker", request.name)
+    if not row.draining:
+        row.draining = True
+        _stamp(ctx, row)
+        ctx.record("worker", row.name, "drain", "DrainWorker: no new queries are placed here")
+    return worker_json(row)
+
+
+# --- logical sources (stage 2) --------------------------------------------------------------
+
+
+def create_logical_source(ctx: PassContext, request: m.CreateLogicalSource) -> Any:
+    name = _name(request.name, "logical source name")
+    schema = _schema(request.schema)
+    if ctx.view.logical_sources.get(name) is not None:
+        raise RequestFailed(ErrorCode.ALREADY_EXISTS, f"logical source {name!r} already exists")
+    row = LogicalSource(
+        name=name,
+        schema=schema,
+        created_version=ctx.view.version,
+        updated_version=ctx.view.version,
+    )
+    ctx.view.logical_sources.add(row)
+    ctx.record("logical_source", name, "create", "CreateLogicalSource")
+    return logical_source_json(row)
+
+
+def drop_logical_source(ctx: PassContext, request: m.DropLogicalSource) -> Any:
+    row = ctx.view.logical_sources.get(request.name)
+    if row is None:
+        raise _not_found("logical source", request.name)
+    physical = ctx.view.physical_sources_of(row.name)
+    queries = ctx.view.queries_reading(row.name)
+    if (physical or queries) and not request.cascade:
+        raise RequestFailed(
+            ErrorCode.HAS_DEPENDENTS,
+            f"logical source {row.name!r} has {len(physical)} physical source(s) and "
+            f"{len(queries)} query(ies); drop them first or ask for CASCADE",
+        )
+    dropped = _drop_queries(ctx, queries, f"CASCADE from logical source {row.name!r}")
+    for source in physical:
+        ctx.view.physical_sources.remove(source.id)
+        ctx.record("physical_source", source.id, "drop", f"CASCADE from {row.name!r}")
+    ctx.view.logical_sources.remove(row.name)
+    ctx.record("logical_source", row.name, "drop", "DropLogicalSource")
+    return {
+        "logical_sources": [row.name],
+        "physical_sources": sorted(source.id for source in physical),
+        "queries": dropped,
+    }
+
+
+def get_logical_source(ctx: PassContext, request: m.GetLogicalSource) -> Any:
+    row = ctx.view.logical_sources.get(request.name)
+    if row is None:
+        raise _not_found("logical source", request.name)
+    return logical_source_json(row)
+
+
+def list_logical_sources(ctx: PassContext, _request: m.ListLogicalSources) -> Any:
+    rows = sorted(ctx.view.logical_sources.all(), key=lambda r: r.name)
+    return [logical_source_json(row) for row in rows]
+
+
+# --- physical sources (stage 2) -------------------------------------------------------------
+
+
+def create_physical_source(ctx: PassContext, request: m.CreatePhysicalSource) -> Any:
+    source_type = _kind(request.type, SOURCE_TYPES, "physical source")
+    if ctx.view.logical_sources.get(request.logical_source) is None:
+        raise _not_found("logical source", request.logical_source)
+    if request.worker is not None and ctx.view.workers.get(request.worker) is None:
+        raise _not_found("worker", request.worker)
+    ctx.view.load_physical_sources_of([request.logical_source])
+    row = PhysicalSource(
+        id=ctx.view.next_id("physical_source"),
+        logical_source=request.logical_source,
+        type=source_type,
+        config=dict(request.config),
+        worker=request.worker,
+        created_version=ctx.view.version,
+        updated_version=ctx.view.version,
+    )
+    ctx.view.physical_sources.add(row)
+    ctx.record("physical_source", row.id, "create", f"CreatePhysicalSource for {row.logical_source!r}")
+    return physical_source_json(row)
+
+
+def drop_physical_source(ctx: PassContext, request: m.DropPhysicalSource) -> Any:
+    row = ctx.view.physical_sources.get(request.id)
+    if row is None:
+        raise _not_found("physical source", request.id)
+    ctx.view.physical_sources.remove(row.id)
+    ctx.record("physical_source", row.id, "drop", "DropPhysicalSource")
+    return {"physical_sources": [row.id]}
+
+
+def get_physical_source(ctx: PassContext, request: m.GetPhysicalSource) -> Any:
+    row = ctx.view.physical_sources.get(request.id)
+    if row is None:
+        raise _not_found("physical source", request.id)
+    return physical_source_json(row)
+
+
+def list_physical_sources(ctx: PassContext, request: m.ListPhysicalSources) -> Any:
+    if request.logical_source is None:
+        rows = ctx.view.physical_sources.all()
+    else:
+        if ctx.view.logical_sources.get(request.logical_source) is None:
+            raise _not_found("logical source", request.logical_source)
+        rows = ctx.view.physical_sources_of(request.logical_source)
+    return [physical_source_json(row) for row in sorted(rows, key=lambda r: r.id)]
+
+
+# --- sinks (stage 2) -----------------------------------------------------------------------
+
+
+def create_sink(ctx: PassContext, request: m.CreateSink) -> Any:
+    name = _name(request.name, "sink name")
+    schema = _schema(request.schema)
+    sink_type = _kind(request.type, SINK_TYPES, "sink")
+    if ctx.view.sinks.get(name) is not None:
+        raise RequestFailed(ErrorCode.ALREADY_EXISTS, f"sink {name!r} already exists")
+    row = Sink(
+        name=name,
+        schema=schema,
+        type=sink_type,
+        config=dict(request.config),
+        created_version=ctx.view.version,
+        updated_version=ctx.view.version,
+    )
+    ctx.view.sinks.add(row)
+    ctx.record("sink", name, "create", "CreateSink")
+    return sink_json(row)
+
+
+def drop_sink(ctx: PassContext, request: m.DropSink) -> Any:
+    row = ctx.view.sinks.get(request.name)
+    if row is None:
+        raise _not_found("sink", request.name)
+    queries = ctx.view.queries_writing(row.name)
+    if queries and not request.cascade:
+        raise RequestFailed(
+            ErrorCode.HAS_DEPENDENTS,
+            f"sink {row.name!r} is written by {len(queries)} query(ies); "
+            "drop them first or ask for CASCADE",
+        )
+    dropped = _drop_queries(ctx, queries, f"CASCADE from sink {row.name!r}")
+    ctx.view.sinks.remove(row.name)
+    ctx.record("sink", row.name, "drop", "DropSink")
+    return {"sinks": [row.name], "queries": dropped}
+
+
+def get_sink(ctx: PassContext, request: m.GetSink) -> Any:
+    row = ctx.view.sinks.get(request.name)
+    if row is None:
+        raise _not_found("sink", request.name)
+    return sink_json(row)
+
+
+def list_sinks(ctx: PassContext, _request: m.ListSinks) -> Any:
+    return [sink_json(row) for row in sorted(ctx.view.sinks.all(), key=lambda r: r.name)]
+
+
+def _drop_queries(ctx: PassContext, queries: list[Query], reason: str) -> list[int]:
+    for query in queries:
+        ctx.view.queries.remove(query.id)
+        ctx.record("query", query.id, "drop", reason)
+    return sorted(query.id for query in queries)
+
+
+# --- queries (stage 3): issue 3 brings the planner and Spark --------------------------------
+
+
+def not_yet_supported(_ctx: PassContext, request: m.Request) -> Any:
+    raise RequestFailed(
+        ErrorCode.NOT_SUPPORTED,
+        f"{request.kind} is not supported yet: queries on Spark arrive with the planner",
+    )
+
+
+def ignore_event(_ctx: PassContext, _event: m.Event, _received_at: float) -> None:
+    """Query events refer to queries, which do not exist before the planner arrives."""
+
+
+RequestHandler = Callable[[PassContext, Any], Any]
+EventHandler = Callable[[PassContext, Any, float], None]
+
+REQUEST_HANDLERS: dict[str, RequestHandler] = {
+    m.ListWorkers.kind: list_workers,
+    m.GetWorker.kind: get_worker,
+    m.DrainWorker.kind: drain_worker,
+    m.CreateLogicalSource.kind: create_logical_source,
+    m.DropLogicalSource.kind: drop_logical_source,
+    m.GetLogicalSource.kind: get_logical_source,
+    m.ListLogicalSources.kind: list_logical_sources,
+    m.CreatePhysicalSource.kind: create_physical_source,
+    m.DropPhysicalSource.kind: drop_physical_source,
+    m.GetPhysicalSource.kind: get_physical_source,
+    m.ListPhysicalSources.kind: list_physical_sources,
+    m.CreateSink.kind: create_sink,
+    m.DropSink.kind: drop_sink,
+    m.GetSink.kind: get_sink,
+    m.ListSinks.kind: list_sinks,
+    m.CreateQuery.kind: not_yet_supported,
+    m.DropQuery.kind: not_yet_supported,
+    m.GetQuery.kind: not_yet_supported,
+    m.ListQueries.kind: not_yet_supported,
+    m.StartQuery.kind: not_yet_supported,
+    m.StopQuery.kind: not_yet_supported,
+    m.ExplainQuery.kind: not_yet_supported,
+    m.Reoptimize.kind: not_yet_supported,
+    m.ExecuteStatement.kind: not_yet_supported,
+}
+
+EVENT_HANDLERS: dict[str, EventHandler] = {
+    m.RegisterWorker.kind: register_worker,
+    m.UnregisterWorker.kind: unregister_worker,
+    m.Heartbeat.kind: heartbeat,
+    m.CheckLiveness.kind: check_liveness,
+    m.Statistics.kind: ignore_event,
+    m.QueryStatusChanged.kind: ignore_event,
+}
+
+assert set(REQUEST_HANDLERS) == set(m.REQUEST_TYPES), "every request kind needs a handler"
+assert set(EVENT_HANDLERS) == set(m.EVENT_TYPES), "every event kind needs a handler"
+
+
+def preload(view: CatalogView, messages: list[m.Message]) -> None:
+    """Load, in a few bulk queries, the rows the batch's messages name."""
+    workers: set[str] = set()
+    logical: set[str] = set()
+    physical: set[int] = set()
+    sinks: set[str] = set()
+    for message in messages:
+        if isinstance(message, m.RegisterWorker | m.UnregisterWorker | m.Heartbeat):
+            workers.add(message.name)
+        elif isinstance(message, m.GetWorker | m.DrainWorker):
+            workers.add(message.name)
+        elif isinstance(
+            message, m.CreateLogicalSource | m.DropLogicalSource | m.GetLogicalSource
+        ):
+            logical.add(message.name)
+        elif isinstance(message, m.CreatePhysicalSource):
+            logical.add(message.logical_source)
+            if message.worker:
+                workers.add(message.worker)
+        elif isinstance(message, m.DropPhysicalSource | m.GetPhysicalSource):
+            physical.add(message.id)
+        elif isinstance(message, m.CreateSink | m.DropSink | m.GetSink):
+            sinks.add(message.name)
+    view.workers.preload(workers)
+    view.logical_sources.preload(logical)
+    view.physical_sources.preload(physical)
+    view.sinks.preload(sinks)

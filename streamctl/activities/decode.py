@@ -1,0 +1,78 @@
+"""Turning wire envelopes into typed messages, with errors that name the problem.
+
+The workflow hands bodies through untouched; this is where a body meets its class. Every
+failure becomes a :class:`DecodeError` with an error code, so a malformed request is answered
+with that code and never raises further.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from functools import cache
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from streamctl.workflows import messages as m
+from streamctl.workflows.messages import ErrorCode
+
+MAX_REQUEST_BYTES = 256 * 1024
+"""A single request's encoded body may not be larger than this."""
+
+
+class DecodeError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@cache
+def _adapter(cls: type[m.Message]) -> TypeAdapter[Any]:
+    return TypeAdapter(cls)
+
+
+def body_size(body: Any) -> int:
+    return len(json.dumps(body, separators=(",", ":"), default=str))
+
+
+def decode(envelope: m.Envelope, types: dict[str, type[m.Message]]) -> m.Message:
+    """The typed message of ``envelope``, or :class:`DecodeError`."""
+    kind = envelope.kind
+    cls = types.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        known = ", ".join(sorted(types))
+        raise DecodeError(ErrorCode.UNKNOWN_KIND, f"unknown message kind {kind!r}; known: {known}")
+    if envelope.v != m.MESSAGE_VERSION:
+        raise DecodeError(
+            ErrorCode.UNSUPPORTED_VERSION,
+            f"{kind} version {envelope.v!r} is not supported (this coordinator speaks "
+            f"version {m.MESSAGE_VERSION})",
+        )
+    body = envelope.body
+    if not isinstance(body, dict):
+        raise DecodeError(ErrorCode.INVALID_REQUEST, f"{kind} body must be an object")
+    size = body_size(body)
+    if size > MAX_REQUEST_BYTES:
+        raise DecodeError(
+            ErrorCode.TOO_LARGE,
+            f"{kind} is {size} bytes; the limit for one request is {MAX_REQUEST_BYTES} bytes",
+        )
+    allowed = {f.name for f in fields(cls)}
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise DecodeError(
+            ErrorCode.INVALID_REQUEST,
+            f"{kind} has unknown field(s) {', '.join(map(repr, unknown))}; "
+            f"allowed: {', '.join(sorted(allowed)) or 'none'}",
+        )
+    try:
+        message: m.Message = _adapter(cls).validate_python(body, strict=False)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"field '{'.'.join(str(part) for part in issue['loc'])}': {issue['msg']}"
+            for issue in error.errors()[:5]
+        )
+        raise DecodeError(ErrorCode.INVALID_REQUEST, f"{kind}: {problems}") from None
+    return message

@@ -1,0 +1,82 @@
+"""Opening a catalog: engine set-up for SQLite and PostgreSQL, and schema migrations.
+
+A catalog URL is either a SQLAlchemy URL (``sqlite:///path.db``,
+``postgresql+psycopg://user@host/db``) or a plain ``postgresql://`` URL, which is read as
+psycopg 3. SQLite gets foreign keys switched on and WAL journaling so readers (``streamctl``,
+tests) never block the pass; PostgreSQL connections are checked before use so a restarted
+server costs one failed pass attempt, which Temporal retries.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+_MIGRATIONS_INI = Path(__file__).with_name("alembic.ini")
+_engines: dict[str, Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def normalize_url(url: str) -> str:
+    """Accept ``postgresql://`` and ``postgres://`` URLs and use psycopg 3 for them."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def _enable_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def create_catalog_engine(url: str) -> Engine:
+    """A new engine for ``url`` (not cached; callers own and dispose it)."""
+    url = normalize_url(url)
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 30})
+        event.listen(engine, "connect", _enable_sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=4, max_overflow=4, pool_recycle=300)
+
+
+def catalog_engine(url: str) -> Engine:
+    """The process-wide engine for ``url``, created and migrated on first use."""
+    with _engines_lock:
+        engine = _engines.get(url)
+        if engine is None:
+            engine = create_catalog_engine(url)
+            migrate(engine)
+            _engines[url] = engine
+        return engine
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to the newest migration (idempotent)."""
+    config = Config(str(_MIGRATIONS_INI))
+    with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            # Two coordinator workers starting together must not race on the schema.
+            connection.exec_driver_sql("SELECT pg_advisory_xact_lock(727001)")
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+
+
+def dispose_all() -> None:
+    with _engines_lock:
+        for engine in _engines.values():
+            engine.dispose()
+        _engines.clear()

@@ -1,0 +1,194 @@
+"""The catalog as one pass sees it.
+
+A pass applies hundreds of messages in one transaction. Issuing SQL per message would cap the
+coordinator at a few hundred requests per second, so a :class:`CatalogView` loads the rows a
+batch refers to in a few bulk queries, lets the pass change them in memory (through the ORM
+session's identity map, with autoflush off) and writes everything in one flush at commit.
+Creating and dropping the same entity in one pass therefore costs no SQL at all: this is the
+compaction DESIGN §3 allows, and it never changes an answer because every message still sees
+the state left by the messages before it.
+
+Only the pass activity uses a view; it is the catalog's single writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import InstrumentedAttribute, Session
+
+from streamctl.catalog.models import (
+    Base,
+    IdSequence,
+    LogicalSource,
+    PhysicalSource,
+    Query,
+    QuerySource,
+    Sink,
+    Worker,
+)
+from streamctl.lifecycle.agents import AgentState
+
+K = TypeVar("K", bound=Hashable)
+Row = TypeVar("Row", bound=Base)
+
+
+class EntityMap(Generic[K, Row]):
+    """Rows of one table keyed by primary key: loaded on demand, changed in memory."""
+
+    def __init__(
+        self, session: Session, model: type[Row], key_column: InstrumentedAttribute[Any]
+    ) -> None:
+        self._session = session
+        self._model = model
+        self._key_column = key_column
+        self._key_of: Callable[[Row], K] = lambda row: getattr(row, key_column.key)
+        self._rows: dict[K, Row | None] = {}
+        self._all_loaded = False
+
+    def preload(self, keys: Iterable[K]) -> None:
+        missing = [key for key in set(keys) if key not in self._rows]
+        if self._all_loaded or not missing:
+            return
+        for chunk_start in range(0, len(missing), 500):
+            chunk = missing[chunk_start : chunk_start + 500]
+            for row in self._session.scalars(select(self._model).where(self._key_column.in_(chunk))):
+                self._rows[self._key_of(row)] = row
+            for key in chunk:
+                self._rows.setdefault(key, None)
+
+    def absorb(self, rows: Iterable[Row]) -> None:
+        """Take rows loaded by another query, keeping what this pass already changed."""
+        for row in rows:
+            self._rows.setdefault(self._key_of(row), row)
+
+    def get(self, key: K) -> Row | None:
+        if key not in self._rows:
+            self.preload([key])
+        return self._rows.get(key)
+
+    def all(self) -> list[Row]:
+        if not self._all_loaded:
+            self.absorb(self._session.scalars(select(self._model)))
+            self._all_loaded = True
+        return [row for row in self._rows.values() if row is not None]
+
+    def all_loaded(self) -> list[Row]:
+        """Rows this map holds now, without loading the rest of the table."""
+        return [row for row in self._rows.values() if row is not None]
+
+    def add(self, row: Row) -> None:
+        self._session.add(row)
+        self._rows[self._key_of(row)] = row
+
+    def remove(self, key: K) -> None:
+        row = self._rows.get(key)
+        if row is None:
+            return
+        if row in self._session.new:
+            self._session.expunge(row)
+        else:
+            self._session.delete(row)
+        self._rows[key] = None
+
+
+class CatalogView:
+    """Everything a pass reads and writes, bound to one session (one transaction)."""
+
+    def __init__(self, session: Session, version: int, now: float) -> None:
+        self.session = session
+        self.version = version
+        self.now = now
+        self.workers: EntityMap[str, Worker] = EntityMap(session, Worker, Worker.name)
+        self.logical_sources: EntityMap[str, LogicalSource] = EntityMap(
+            session, LogicalSource, LogicalSource.name
+        )
+        self.physical_sources: EntityMap[int, PhysicalSource] = EntityMap(
+            session, PhysicalSource, PhysicalSource.id
+        )
+        self.sinks: EntityMap[str, Sink] = EntityMap(session, Sink, Sink.name)
+        self.queries: EntityMap[int, Query] = EntityMap(session, Query, Query.id)
+        self._physical_loaded_for: set[str] = set()
+        self._query_sources: dict[int, set[str]] = {}
+        self._query_sources_loaded_for: set[str] = set()
+        self._sequences: dict[str, IdSequence] = {}
+
+    # --- dependents -----------------------------------------------------------------------
+
+    def load_physical_sources_of(self, logical_names: Iterable[str]) -> None:
+        names = [name for name in set(logical_names) if name not in self._physical_loaded_for]
+        if not names:
+            return
+        self.physical_sources.absorb(
+            self.session.scalars(
+                select(PhysicalSource).where(PhysicalSource.logical_source.in_(names))
+            )
+        )
+        self._physical_loaded_for.update(names)
+
+    def physical_sources_of(self, logical_name: str) -> list[PhysicalSource]:
+        self.load_physical_sources_of([logical_name])
+        return [
+            row for row in self.physical_sources.all_loaded() if row.logical_source == logical_name
+        ]
+
+    def queries_reading(self, logical_name: str) -> list[Query]:
+        if logical_name not in self._query_sources_loaded_for:
+            links = self.session.execute(
+                select(QuerySource.query_id, QuerySource.logical_source).where(
+                    QuerySource.logical_source == logical_name
+                )
+            )
+            for query_id, source in links:
+                self._query_sources.setdefault(query_id, set()).add(source)
+            self._query_sources_loaded_for.add(logical_name)
+        ids = [qid for qid, sources in self._query_sources.items() if logical_name in sources]
+        self.queries.preload(ids)
+        return [q for q in (self.queries.get(qid) for qid in ids) if q is not None]
+
+    def queries_writing(self, sink_name: str) -> list[Query]:
+        self.queries.absorb(self.session.scalars(select(Query).where(Query.sink == sink_name)))
+        return [q for q in self.queries.all_loaded() if q.sink == sink_name]
+
+    # --- ids ------------------------------------------------------------------------------
+
+    def next_id(self, sequence: str) -> int:
+        row = self._sequences.get(sequence)
+        if row is None:
+            row = self.session.get(IdSequence, sequence)
+            if row is None:
+                row = IdSequence(name=sequence, next_value=1)
+                self.session.add(row)
+            self._sequences[sequence] = row
+        value = row.next_value
+        row.next_value = value + 1
+        return value
+
+    # --- liveness -------------------------------------------------------------------------
+
+    def live_workers(self) -> list[Worker]:
+        self.workers.absorb(
+            self.session.scalars(
+                select(Worker).where(Worker.state.in_([AgentState.ALIVE, AgentState.SUSPECT]))
+            )
+        )
+        return [
+            w
+            for w in self.workers.all_loaded()
+            if w.state in (AgentState.ALIVE, AgentState.SUSPECT)
+        ]
+
+    def next_liveness_deadline(self, suspect_after: float, dead_after: float) -> float | None:
+        """The earliest time an ALIVE or SUSPECT worker changes state (after the flush)."""
+        self.session.flush()
+        candidates: list[float] = []
+        for state, after in ((AgentState.ALIVE, suspect_after), (AgentState.SUSPECT, dead_after)):
+            oldest = self.session.scalar(
+                select(func.min(Worker.last_heartbeat_at)).where(Worker.state == state)
+            )
+            if oldest is not None:
+                candidates.append(float(oldest) + after)
+        return min(candidates) if candidates else None
+

@@ -1,0 +1,485 @@
+"""The client library: the sender API of DESIGN §3.
+
+Protocol
+--------
+Callers on any thread or asyncio loop hand typed messages to one :class:`CoordinatorClient`.
+The client owns a background thread running its own asyncio loop and Temporal client; it
+packs waiting requests into ``submit`` updates (at most ``max_requests_per_update`` requests
+and ``max_update_bytes`` bytes each, at most ``max_inflight_updates`` at once, below the
+server's in-flight limit) and waiting events into ``events`` signals (sent one at a time per
+client, numbered by ``seq``).
+
+Guarantees
+----------
+* Every request id gets exactly one response (or a client-side error if the coordinator stays
+  unreachable past ``request_timeout``). Retries reuse the request ids, so the coordinator
+  never applies a request twice: ``Busy``/``ContinuingAsNew`` rejections, RESOURCE_EXHAUSTED,
+  FAILED_PRECONDITION, UNAVAILABLE and update timeouts are retried with backoff.
+* An event batch is retried with its sequence number until the signal is accepted; the
+  workflow drops a batch it has seen, so an event counts once.
+* The outbox is bounded (``max_outbox`` unanswered requests, ``max_outbox`` undelivered
+  events): ``*_blocking`` calls block, async calls wait, ``try_send`` raises
+  :class:`OutboxFull` at once, ``send_timeout`` raises ``TimeoutError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import itertools
+import json
+import logging
+import random
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Coroutine, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from temporalio.client import (
+    Client,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from streamctl.activities.decode import MAX_REQUEST_BYTES
+from streamctl.client.errors import (
+    ClientClosed,
+    CoordinatorUnavailable,
+    OutboxFull,
+    TooLarge,
+    unwrap,
+)
+from streamctl.workflows.coordinator import COORDINATOR_WORKFLOW_ID
+from streamctl.workflows.messages import (
+    Envelope,
+    ErrorCode,
+    Event,
+    EventBatch,
+    Request,
+    RequestBatch,
+    Response,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+RETRYABLE_REJECTIONS = frozenset({"Busy", "ContinuingAsNew"})
+RETRYABLE_STATUS = frozenset(
+    {
+        RPCStatusCode.RESOURCE_EXHAUSTED,
+        RPCStatusCode.FAILED_PRECONDITION,
+        RPCStatusCode.UNAVAILABLE,
+        RPCStatusCode.DEADLINE_EXCEEDED,
+        RPCStatusCode.NOT_FOUND,
+        RPCStatusCode.ABORTED,
+        RPCStatusCode.CANCELLED,
+        RPCStatusCode.INTERNAL,
+        RPCStatusCode.UNKNOWN,
+    }
+)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass
+class _Outgoing:
+    envelope: Envelope
+    size: int
+    future: concurrent.futures.Future[Response | None]
+    deadline: float
+
+
+@dataclass
+class ClientStats:
+    updates_sent: int = 0
+    update_retries: int = 0
+    signals_sent: int = 0
+    signal_retries: int = 0
+    requests_answered: int = 0
+    events_delivered: int = 0
+
+
+class CoordinatorClient:
+    """Sends requests and events to the coordinator; safe from many threads and tasks."""
+
+    def __init__(
+        self,
+        address: str = "localhost:7233",
+        *,
+        namespace: str = "default",
+        workflow_id: str = COORDINATOR_WORKFLOW_ID,
+        max_outbox: int = 50_000,
+        max_requests_per_update: int = 500,
+        max_update_bytes: int = 512 * 1024,
+        max_inflight_updates: int = 4,
+        max_events_per_signal: int = 2000,
+        request_timeout: float = 300.0,
+        sender: str | None = None,
+    ) -> None:
+        self.address = address
+        self.namespace = namespace
+        self.workflow_id = workflow_id
+        self.max_requests_per_update = max_requests_per_update
+        self.max_update_bytes = max_update_bytes
+        self.max_inflight_updates = max_inflight_updates
+        self.max_events_per_signal = max_events_per_signal
+        self.request_timeout = request_timeout
+        self.sender = sender or f"client-{new_id()}"
+        self.stats = ClientStats()
+
+        self._request_slots = threading.BoundedSemaphore(max_outbox)
+        self._event_slots = threading.BoundedSemaphore(max_outbox)
+        self._lock = threading.Lock()
+        self._requests: deque[_Outgoing] = deque()
+        self._events: deque[_Outgoing] = deque()
+        self._wake_scheduled = False
+        self._closed = False
+        self._seq = itertools.count(1)
+
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="streamctl-client", daemon=True)
+        self._thread.start()
+        self._wake: asyncio.Event | None = None
+        self._handle: WorkflowHandle[Any, Any] | None = None
+        self._pump: concurrent.futures.Future[None] | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def connect_blocking(self, timeout: float = 30.0) -> CoordinatorClient:
+        self._call(self._connect(), timeout)
+        return self
+
+    async def connect(self) -> CoordinatorClient:
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._connect(), self._loop))
+        return self
+
+    async def _connect(self) -> None:
+        temporal = await Client.connect(self.address, namespace=self.namespace)
+        self._handle = temporal.get_workflow_handle(self.workflow_id)
+        self._wake = asyncio.Event()
+        self._pump = asyncio.run_coroutine_threadsafe(self._run_pump(), self._loop)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Deliver what is queued (up to ``timeout``), then stop the background thread."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                idle = not self._requests and not self._events and self._inflight_total == 0
+            if idle:
+                break
+            time.sleep(0.01)
+        self._closed = True
+        with self._lock:
+            leftovers = list(self._requests) + list(self._events)
+            self._requests.clear()
+            self._events.clear()
+        for item in leftovers:
+            if not item.future.done():
+                item.future.set_exception(ClientClosed("client closed before delivery"))
+        if self._pump is not None:
+            self._pump.cancel()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> CoordinatorClient:
+        return self.connect_blocking()
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # --- requests ----------------------------------------------------------------------------
+
+    async def ask(self, request: Request, *, request_id: str | None = None) -> Any:
+        """Send a request and return its result; raise its typed error if it failed."""
+        response = await self.ask_response(request, request_id=request_id)
+        return unwrap(response)
+
+    def ask_blocking(
+        self, request: Request, *, request_id: str | None = None, timeout: float | None = None
+    ) -> Any:
+        return unwrap(self.ask_response_blocking(request, request_id=request_id, timeout=timeout))
+
+    async def ask_many(self, requests: Sequence[Request]) -> list[Response]:
+        """Send many requests; return their responses in order (errors are not raised)."""
+        futures = [await self._enqueue_request_async(r.to_envelope(new_id())) for r in requests]
+        return [await asyncio.wrap_future(f) for f in futures]  # type: ignore[misc]
+
+    async def ask_response(self, request: Request, *, request_id: str | None = None) -> Response:
+        envelope = request.to_envelope(request_id or new_id())
+        future = await self._enqueue_request_async(envelope)
+        response = await asyncio.wrap_future(future)
+        assert response is not None
+        return response
+
+    def ask_response_blocking(
+        self, request: Request, *, request_id: str | None = None, timeout: float | None = None
+    ) -> Response:
+        envelope = request.to_envelope(request_id or new_id())
+        future = self._enqueue(envelope, self._request_slots, self._requests, timeout)
+        response = future.result(timeout)
+        assert response is not None
+        return response
+
+    async def ask_envelope(self, envelope: Envelope) -> Response:
+        """Send a raw envelope (for tools and tests that speak the wire format)."""
+        future = await self._enqueue_request_async(envelope)
+        response = await asyncio.wrap_future(future)
+        assert response is not None
+        return response
+
+    async def _enqueue_request_async(
+        self, envelope: Envelope
+    ) -> concurrent.futures.Future[Response | None]:
+        while True:
+            try:
+                return self._enqueue(envelope, self._request_slots, self._requests, 0)
+            except OutboxFull:
+                await asyncio.sleep(0.002)
+
+    # --- events ------------------------------------------------------------------------------
+
+    async def send(self, event: Event) -> None:
+        """Queue an event and wait until the coordinator has accepted it."""
+        while True:
+            try:
+                future = self._enqueue(event.to_envelope(new_id()), self._event_slots, self._events, 0)
+                break
+            except OutboxFull:
+                await asyncio.sleep(0.002)
+        await asyncio.wrap_future(future)
+
+    def send_blocking(self, event: Event) -> None:
+        self._enqueue(event.to_envelope(new_id()), self._event_slots, self._events, None).result()
+
+    def try_send(self, event: Event) -> None:
+        """Queue an event without waiting; :class:`OutboxFull` when the outbox is full."""
+        self._enqueue(event.to_envelope(new_id()), self._event_slots, self._events, 0)
+
+    def send_timeout(self, event: Event, timeout: float) -> None:
+        """Queue an event, waiting at most ``timeout`` seconds for room in the outbox."""
+        try:
+            self._enqueue(event.to_envelope(new_id()), self._event_slots, self._events, timeout)
+        except OutboxFull:
+            raise TimeoutError(f"outbox still full after {timeout}s") from None
+
+    async def send_many(self, events: Iterable[Event]) -> None:
+        futures = []
+        for event in events:
+            while True:
+                try:
+                    futures.append(
+                        self._enqueue(event.to_envelope(new_id()), self._event_slots, self._events, 0)
+                    )
+                    break
+                except OutboxFull:
+                    await asyncio.sleep(0.002)
+        for future in futures:
+            await asyncio.wrap_future(future)
+
+    def flush_events(self, timeout: float = 60.0) -> None:
+        """Block until every queued event has been accepted by the coordinator."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._events and not self._sending_events:
+                    return
+            time.sleep(0.005)
+        raise TimeoutError("events still queued")
+
+    # --- the outbox --------------------------------------------------------------------------
+
+    _inflight_total = 0
+    _sending_events = False
+
+    def _enqueue(
+        self,
+        envelope: Envelope,
+        slots: threading.BoundedSemaphore,
+        queue: deque[_Outgoing],
+        timeout: float | None,
+    ) -> concurrent.futures.Future[Response | None]:
+        if self._closed:
+            raise ClientClosed("client is closed")
+        future: concurrent.futures.Future[Response | None] = concurrent.futures.Future()
+        size = len(json.dumps(envelope.body, default=str)) + len(envelope.id) + len(envelope.kind) + 32
+        if size > MAX_REQUEST_BYTES:
+            error = TooLarge(
+                f"{envelope.kind} is {size} bytes; the limit for one message is {MAX_REQUEST_BYTES}",
+                request_id=envelope.id,
+            )
+            if queue is self._requests:
+                future.set_result(
+                    Response(
+                        id=envelope.id,
+                        ok=False,
+                        error_code=ErrorCode.TOO_LARGE,
+                        error_message=error.message,
+                    )
+                )
+                return future
+            raise error
+        acquired = slots.acquire(blocking=timeout != 0, timeout=timeout if timeout else None)
+        if not acquired:
+            raise OutboxFull("the client's outbox is full")
+        future.add_done_callback(lambda _f: slots.release())
+        item = _Outgoing(envelope, size, future, time.monotonic() + self.request_timeout)
+        with self._lock:
+            queue.append(item)
+            wake = not self._wake_scheduled
+            self._wake_scheduled = True
+        if wake:
+            self._loop.call_soon_threadsafe(self._set_wake)
+        return future
+
+    def _set_wake(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def _call(self, coroutine: Coroutine[Any, Any, T], timeout: float | None) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+
+    # --- the pump (runs on the client's loop) -----------------------------------------------
+
+    async def _run_pump(self) -> None:
+        assert self._wake is not None
+        inflight: set[asyncio.Task[None]] = set()
+        event_task: asyncio.Task[None] | None = None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            with self._lock:
+                self._wake_scheduled = False
+            while len(inflight) < self.max_inflight_updates:
+                batch = self._take(self._requests, self.max_requests_per_update, self.max_update_bytes)
+                if not batch:
+                    break
+                task = asyncio.create_task(self._send_update(batch))
+                inflight.add(task)
+                task.add_done_callback(lambda t: (inflight.discard(t), self._after_send()))
+            if event_task is None or event_task.done():
+                batch = self._take(self._events, self.max_events_per_signal, 4 * self.max_update_bytes)
+                if batch:
+                    self._sending_events = True
+                    event_task = asyncio.create_task(self._send_events(batch))
+                    event_task.add_done_callback(lambda _t: self._after_send(events_done=True))
+            self._inflight_total = len(inflight)
+
+    def _after_send(self, events_done: bool = False) -> None:
+        if events_done:
+            self._sending_events = False
+        with self._lock:
+            self._wake_scheduled = True
+        self._set_wake()
+
+    def _take(self, queue: deque[_Outgoing], max_count: int, max_bytes: int) -> list[_Outgoing]:
+        batch: list[_Outgoing] = []
+        total = 0
+        with self._lock:
+            while queue and len(batch) < max_count:
+                if batch and total + queue[0].size > max_bytes:
+                    break
+                item = queue.popleft()
+                total += item.size
+                batch.append(item)
+        return batch
+
+    async def _send_update(self, batch: list[_Outgoing]) -> None:
+        assert self._handle is not None
+        delay = 0.05
+        while True:
+            try:
+                responses: list[Response] = await self._handle.execute_update(
+                    "submit",
+                    RequestBatch([item.envelope for item in batch]),
+                    id=f"u-{new_id()}",
+                    result_type=list[Response],
+                )
+                self.stats.updates_sent += 1
+                break
+            except Exception as error:
+                if not _retryable(error) or self._closed:
+                    for item in batch:
+                        if not item.future.done():
+                            item.future.set_exception(
+                                CoordinatorUnavailable(f"request batch failed: {error}")
+                            )
+                    return
+                self.stats.update_retries += 1
+                expired = [item for item in batch if time.monotonic() > item.deadline]
+                for item in expired:
+                    item.future.set_exception(
+                        CoordinatorUnavailable(
+                            f"no answer within {self.request_timeout}s; last error: {error}"
+                        )
+                    )
+                batch = [item for item in batch if not item.future.done()]
+                if not batch:
+                    return
+                log.debug("retrying %d requests after %s", len(batch), error)
+                await asyncio.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 2.0)
+        by_id = {response.id: response for response in responses}
+        for item in batch:
+            response = by_id.get(item.envelope.id)
+            if not item.future.done():
+                if response is None:
+                    item.future.set_exception(CoordinatorUnavailable("response missing from batch"))
+                else:
+                    item.future.set_result(response)
+        self.stats.requests_answered += len(batch)
+
+    async def _send_events(self, batch: list[_Outgoing]) -> None:
+        assert self._handle is not None
+        seq = next(self._seq)
+        events = EventBatch(self.sender, seq, [item.envelope for item in batch])
+        delay = 0.05
+        while True:
+            try:
+                await self._handle.signal("events", events)
+                self.stats.signals_sent += 1
+                break
+            except Exception as error:
+                if self._closed:
+                    for item in batch:
+                        if not item.future.done():
+                            item.future.set_exception(ClientClosed("client closed"))
+                    return
+                self.stats.signal_retries += 1
+                log.debug("retrying event batch %d after %s", seq, error)
+                await asyncio.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 2.0)
+        for item in batch:
+            if not item.future.done():
+                item.future.set_result(None)
+        self.stats.events_delivered += len(batch)
+
+
+def _retryable(error: BaseException) -> bool:
+    if isinstance(error, WorkflowUpdateRPCTimeoutOrCancelledError):
+        return True
+    if isinstance(error, WorkflowUpdateFailedError):
+        cause = error.cause
+        return isinstance(cause, ApplicationError) and cause.type in RETRYABLE_REJECTIONS
+    if isinstance(error, RPCError):
+        return error.status in RETRYABLE_STATUS
+    return isinstance(error, asyncio.TimeoutError | ConnectionError)
+
+
+@contextlib.asynccontextmanager
+async def connected(address: str, **kwargs: Any) -> Any:
+    """``async with connected(address) as client:`` for short scripts."""
+    client = CoordinatorClient(address, **kwargs)
+    await client.connect()
+    try:
+        yield client
+    finally:
+        await asyncio.to_thread(client.close)

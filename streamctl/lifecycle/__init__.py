@@ -1,0 +1,1 @@
+"""Lifecycles of the coordinator's entities as explicit state machines."""

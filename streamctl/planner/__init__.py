@@ -1,0 +1,1 @@
+"""Statement parsing, binding, translation to Spark and placement (issue 3)."""

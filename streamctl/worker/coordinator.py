@@ -1,0 +1,82 @@
+"""The coordinator worker: a Temporal worker on task queue ``coordinator``.
+
+It hosts the coordinator workflow and the catalog activities. Several replicas may run at
+once; Temporal hands each workflow task and activity to one of them, and the pass activity's
+claim on its pass number keeps the catalog single-writer even when an abandoned attempt and its
+retry overlap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.worker import Worker
+
+from streamctl.activities.passes import CatalogActivities
+from streamctl.catalog.store import catalog_engine
+from streamctl.workflows.coordinator import (
+    COORDINATOR_TASK_QUEUE,
+    COORDINATOR_WORKFLOW_ID,
+    CoordinatorConfig,
+    CoordinatorInput,
+    CoordinatorWorkflow,
+)
+
+log = logging.getLogger(__name__)
+
+
+def build_worker(
+    client: Client, catalog_url: str, executor: ThreadPoolExecutor, task_queue: str = COORDINATOR_TASK_QUEUE
+) -> Worker:
+    catalog_engine(catalog_url)  # migrate before taking work
+    activities = CatalogActivities(catalog_url)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[CoordinatorWorkflow],
+        activities=[activities.apply_pass, activities.catalog_position],
+        activity_executor=executor,
+        max_concurrent_activities=executor._max_workers,
+    )
+
+
+async def ensure_coordinator(
+    client: Client,
+    workflow_id: str = COORDINATOR_WORKFLOW_ID,
+    config: CoordinatorConfig | None = None,
+    task_queue: str = COORDINATOR_TASK_QUEUE,
+) -> WorkflowHandle[CoordinatorWorkflow, None]:
+    """Start the coordinator workflow unless it already runs (then attach to it)."""
+    return await client.start_workflow(
+        CoordinatorWorkflow.run,
+        CoordinatorInput(config=config),
+        id=workflow_id,
+        task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+
+
+async def run_coordinator_worker(
+    address: str,
+    namespace: str,
+    catalog_url: str,
+    *,
+    task_queue: str = COORDINATOR_TASK_QUEUE,
+    start_workflow: bool = True,
+    config: CoordinatorConfig | None = None,
+    ready: asyncio.Event | None = None,
+) -> None:
+    client = await Client.connect(address, namespace=namespace)
+    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="catalog") as executor:
+        worker = build_worker(client, catalog_url, executor, task_queue)
+        async with worker:
+            if start_workflow:
+                await ensure_coordinator(client, config=config, task_queue=task_queue)
+            log.info("coordinator worker polling %s on %s", task_queue, address)
+            if ready is not None:
+                ready.set()
+            await asyncio.Event().wait()

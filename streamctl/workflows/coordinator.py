@@ -1,0 +1,382 @@
+"""The coordinator workflow: the message bus in front of the catalog.
+
+Protocol
+--------
+* Clients send requests with the ``submit`` update (a :class:`RequestBatch`; the update returns
+  one :class:`Response` per request, in order) and events with the ``events`` signal (an
+  :class:`EventBatch`). The ``status`` query reports snapshot version, pending count, passes run
+  and the last pass's duration.
+* The workflow buffers messages in arrival order and runs a **pass** when ``batch_size``
+  messages are pending or ``timeout`` has passed since the oldest pending one. A pass is one
+  ``apply_pass`` activity (one catalog transaction); the next batch gathers while it runs.
+* Update validation refuses a batch (before it enters history) when the buffer is full
+  (``Busy``) or the run is draining for continue-as-new (``ContinuingAsNew``); clients retry
+  those with the same ids after a backoff.
+
+Guarantees
+----------
+* Every accepted request is answered exactly once: a request id already pending is not queued
+  twice, and the pass activity answers ids it has answered before from the catalog.
+* Events of the same worker compact (heartbeats add their counts), so the buffer is bounded by
+  entities, not by rate; a signal batch seen before from the same sender is dropped.
+* Nothing a client sends is interpreted here beyond an envelope's kind and id: bodies are
+  decoded in the activity, so bad input can fail only its own request, never a workflow task.
+* Continue-as-new happens after ``passes_per_run`` passes or when Temporal suggests it: the run
+  refuses new updates, answers every accepted request, waits for its handlers and carries
+  :class:`CoordinatorState` (version, pass number, pending events, sender marks) to the next run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from streamctl.workflows.messages import (
+        CheckLiveness,
+        Envelope,
+        EventBatch,
+        RequestBatch,
+        Response,
+    )
+    from streamctl.workflows.passes import CatalogPosition, PassInput, PassResult, PendingMessage
+
+COORDINATOR_WORKFLOW_ID = "coordinator"
+COORDINATOR_TASK_QUEUE = "coordinator"
+MAX_REQUESTS_PER_UPDATE = 2000
+SENDER_MEMORY_SECONDS = 24 * 3600.0
+
+
+@dataclass
+class CoordinatorConfig:
+    """The knobs. ``batch_size`` and ``timeout`` are the ones a user must know."""
+
+    batch_size: int = 500
+    timeout: float = 0.05
+    max_pending: int = 20_000
+    max_batch_bytes: int = 1_000_000
+    passes_per_run: int = 1000
+    suspect_after: float = 10.0
+    dead_after: float = 30.0
+    pass_timeout: float = 15.0
+
+
+@dataclass
+class CoordinatorState:
+    """Everything a run hands to the next one through continue-as-new."""
+
+    config: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    position_loaded: bool = False
+    version: int = 0
+    pass_no: int = 0
+    pending: list[PendingMessage] = field(default_factory=list)
+    sender_seqs: dict[str, int] = field(default_factory=dict)
+    sender_seen_at: dict[str, float] = field(default_factory=dict)
+    next_liveness_deadline: float | None = None
+    last_pass_ms: float = 0.0
+    runs: int = 1
+
+
+@dataclass
+class CoordinatorInput:
+    config: CoordinatorConfig | None = None
+    state: CoordinatorState | None = None
+
+
+@dataclass
+class CoordinatorStatus:
+    version: int
+    pending: int
+    pending_requests: int
+    passes_run: int
+    passes_this_run: int
+    last_pass_ms: float
+    draining: bool
+    runs: int
+    config: CoordinatorConfig
+
+
+def _compaction_key(envelope: Envelope) -> tuple[str, str] | None:
+    body = envelope.body
+    if envelope.kind == "Heartbeat" and isinstance(body, dict) and isinstance(body.get("name"), str):
+        return ("Heartbeat", body["name"])
+    if envelope.kind == "Statistics" and isinstance(body, dict) and "query_id" in body:
+        return ("Statistics", str(body["query_id"]))
+    return None
+
+
+def _merge(older: Envelope, newer: Envelope) -> Envelope:
+    """Fold two compactable events into one that stands for both."""
+    if newer.kind == "Heartbeat":
+        old_count = older.body.get("count", 1)
+        new_count = newer.body.get("count", 1)
+        if isinstance(old_count, int) and isinstance(new_count, int):
+            return Envelope(
+                id=newer.id, kind=newer.kind, v=newer.v, body={**newer.body, "count": old_count + new_count}
+            )
+        return older  # not compactable after all: keep both in order (caller checks identity)
+    return newer
+
+
+def _size(envelope: Envelope) -> int:
+    body = envelope.body
+    return 64 + len(envelope.id) + (len(repr(body)) if isinstance(body, dict) else 0)
+
+
+@workflow.defn(name="Coordinator")
+class CoordinatorWorkflow:
+    @workflow.init
+    def __init__(self, workflow_input: CoordinatorInput) -> None:
+        self.state = workflow_input.state or CoordinatorState(
+            config=workflow_input.config or CoordinatorConfig()
+        )
+        self.results: dict[str, Response] = {}
+        self.waiters: dict[str, int] = {}
+        self.queued_ids: set[str] = {p.envelope.id for p in self.state.pending if p.is_request}
+        self.compaction_index: dict[tuple[str, str], int] = {}
+        self.draining = False
+        self.passes_this_run = 0
+        self._reindex()
+
+    # --- messages in ---------------------------------------------------------------------
+
+    @workflow.update
+    async def submit(self, batch: RequestBatch) -> list[Response]:
+        now = workflow.now().timestamp()
+        ids = [envelope.id for envelope in batch.requests]
+        for envelope in batch.requests:
+            self.waiters[envelope.id] = self.waiters.get(envelope.id, 0) + 1
+            if envelope.id in self.queued_ids or envelope.id in self.results:
+                continue
+            self.queued_ids.add(envelope.id)
+            self.state.pending.append(PendingMessage(envelope, now, True, _size(envelope)))
+        try:
+            await workflow.wait_condition(lambda: all(i in self.results for i in ids))
+            return [self.results[i] for i in ids]
+        finally:
+            for request_id in ids:
+                remaining = self.waiters.get(request_id, 1) - 1
+                if remaining <= 0:
+                    self.waiters.pop(request_id, None)
+                    self.results.pop(request_id, None)
+                else:
+                    self.waiters[request_id] = remaining
+
+    @submit.validator
+    def validate_submit(self, batch: RequestBatch) -> None:
+        if self.draining:
+            raise ApplicationError("coordinator is continuing as new; retry", type="ContinuingAsNew")
+        if not isinstance(batch.requests, list) or not batch.requests:
+            raise ApplicationError("a request batch needs at least one request", type="InvalidBatch")
+        if len(batch.requests) > MAX_REQUESTS_PER_UPDATE:
+            raise ApplicationError(
+                f"a request batch holds at most {MAX_REQUESTS_PER_UPDATE} requests, "
+                f"got {len(batch.requests)}",
+                type="InvalidBatch",
+            )
+        for envelope in batch.requests:
+            if not isinstance(envelope, Envelope) or not isinstance(envelope.id, str) or not envelope.id:
+                raise ApplicationError("every request needs a non-empty string id", type="InvalidBatch")
+            if envelope.id.startswith("~"):
+                raise ApplicationError("request ids may not start with '~'", type="InvalidBatch")
+        if self._pending_requests() + len(batch.requests) > self.state.config.max_pending:
+            raise ApplicationError("coordinator buffer is full; retry later", type="Busy")
+
+    @workflow.signal
+    def events(self, batch: EventBatch) -> None:
+        if not isinstance(batch.sender, str) or not isinstance(batch.seq, int):
+            workflow.logger.warning("dropping an event batch without sender or sequence")
+            return
+        if batch.seq <= self.state.sender_seqs.get(batch.sender, 0):
+            return  # delivered before
+        now = workflow.now().timestamp()
+        self.state.sender_seqs[batch.sender] = batch.seq
+        self.state.sender_seen_at[batch.sender] = now
+        for envelope in batch.events if isinstance(batch.events, list) else []:
+            if isinstance(envelope, Envelope):
+                self._enqueue_event(envelope, now)
+
+    @workflow.query
+    def status(self) -> CoordinatorStatus:
+        return CoordinatorStatus(
+            version=self.state.version,
+            pending=len(self.state.pending),
+            pending_requests=self._pending_requests(),
+            passes_run=self.state.pass_no,
+            passes_this_run=self.passes_this_run,
+            last_pass_ms=self.state.last_pass_ms,
+            draining=self.draining,
+            runs=self.state.runs,
+            config=self.state.config,
+        )
+
+    # --- the loop --------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, workflow_input: CoordinatorInput) -> None:
+        if not self.state.position_loaded:
+            position = await workflow.execute_activity(
+                "catalog_position",
+                workflow.info().workflow_id,
+                result_type=CatalogPosition,
+                start_to_close_timeout=timedelta(seconds=self.state.config.pass_timeout),
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
+            )
+            self.state.version = max(self.state.version, position.version)
+            self.state.pass_no = max(self.state.pass_no, position.last_pass_no)
+            self.state.position_loaded = True
+            self._enqueue_liveness_check()
+
+        while True:
+            await self._gather()
+            if self._continue_as_new_due():
+                self.draining = True
+            if self.state.pending:
+                await self._run_pass()
+            if self.draining and not self._pending_requests():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                if not self._pending_requests():
+                    break
+
+        self._forget_old_senders()
+        next_state = CoordinatorState(
+            config=self.state.config,
+            position_loaded=True,
+            version=self.state.version,
+            pass_no=self.state.pass_no,
+            pending=list(self.state.pending),
+            sender_seqs=dict(self.state.sender_seqs),
+            sender_seen_at=dict(self.state.sender_seen_at),
+            next_liveness_deadline=self.state.next_liveness_deadline,
+            last_pass_ms=self.state.last_pass_ms,
+            runs=self.state.runs + 1,
+        )
+        workflow.continue_as_new(CoordinatorInput(state=next_state))
+
+    async def _gather(self) -> None:
+        """Wait until a batch is due: full, old enough, a liveness deadline, or draining."""
+        config = self.state.config
+        if not self.state.pending and not self.draining:
+            try:
+                await workflow.wait_condition(
+                    lambda: bool(self.state.pending) or self._continue_as_new_due(),
+                    timeout=self._until_liveness_deadline(),
+                )
+            except asyncio.TimeoutError:
+                pass
+        self._check_liveness_deadline()
+        if not self.state.pending or self.draining:
+            return
+        waited = workflow.now().timestamp() - self.state.pending[0].received_at
+        remaining = config.timeout - waited
+        if len(self.state.pending) < config.batch_size and remaining > 0:
+            try:
+                await workflow.wait_condition(
+                    lambda: len(self.state.pending) >= config.batch_size,
+                    timeout=remaining,
+                )
+            except asyncio.TimeoutError:
+                pass
+
+    async def _run_pass(self) -> None:
+        config = self.state.config
+        batch: list[PendingMessage] = []
+        batch_bytes = 0
+        for pending in self.state.pending:
+            if batch and (len(batch) >= config.batch_size or batch_bytes + pending.size > config.max_batch_bytes):
+                break
+            batch.append(pending)
+            batch_bytes += pending.size
+        del self.state.pending[: len(batch)]
+        self._reindex()
+
+        started = workflow.now()
+        self.state.pass_no += 1
+        result = await workflow.execute_activity(
+            "apply_pass",
+            PassInput(
+                workflow_id=workflow.info().workflow_id,
+                pass_no=self.state.pass_no,
+                now=started.timestamp(),
+                messages=batch,
+                suspect_after=config.suspect_after,
+                dead_after=config.dead_after,
+            ),
+            result_type=PassResult,
+            start_to_close_timeout=timedelta(seconds=config.pass_timeout),
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(milliseconds=200),
+                maximum_interval=timedelta(seconds=5),
+            ),
+            summary=f"pass {self.state.pass_no}: {len(batch)} messages",
+        )
+        self.passes_this_run += 1
+        self.state.version = max(self.state.version, result.version)
+        self.state.last_pass_ms = (workflow.now() - started).total_seconds() * 1000
+        self.state.next_liveness_deadline = result.next_liveness_deadline
+        for response in result.responses:
+            self.queued_ids.discard(response.id)
+            if response.id in self.waiters:
+                self.results[response.id] = response
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _enqueue_event(self, envelope: Envelope, now: float) -> None:
+        key = _compaction_key(envelope)
+        if key is not None and key in self.compaction_index:
+            index = self.compaction_index[key]
+            older = self.state.pending[index]
+            merged = _merge(older.envelope, envelope)
+            if merged is not older.envelope:
+                self.state.pending[index] = PendingMessage(merged, now, False, _size(merged))
+                return
+        if key is not None:
+            self.compaction_index[key] = len(self.state.pending)
+        self.state.pending.append(PendingMessage(envelope, now, False, _size(envelope)))
+
+    def _reindex(self) -> None:
+        self.compaction_index = {}
+        for index, pending in enumerate(self.state.pending):
+            if not pending.is_request:
+                key = _compaction_key(pending.envelope)
+                if key is not None:
+                    self.compaction_index[key] = index
+
+    def _pending_requests(self) -> int:
+        return len(self.queued_ids)
+
+    def _continue_as_new_due(self) -> bool:
+        return (
+            self.passes_this_run >= self.state.config.passes_per_run
+            or workflow.info().is_continue_as_new_suggested()
+        )
+
+    def _until_liveness_deadline(self) -> timedelta | None:
+        deadline = self.state.next_liveness_deadline
+        if deadline is None:
+            return None
+        return timedelta(seconds=max(0.001, deadline - workflow.now().timestamp() + 0.001))
+
+    def _check_liveness_deadline(self) -> None:
+        deadline = self.state.next_liveness_deadline
+        if deadline is not None and workflow.now().timestamp() >= deadline:
+            self.state.next_liveness_deadline = None  # the pass answers the next one
+            self._enqueue_liveness_check()
+
+    def _enqueue_liveness_check(self) -> None:
+        envelope = CheckLiveness().to_envelope(f"~liveness-{self.state.pass_no}")
+        self.state.pending.append(
+            PendingMessage(envelope, workflow.now().timestamp(), False, _size(envelope))
+        )
+
+    def _forget_old_senders(self) -> None:
+        horizon = workflow.now().timestamp() - SENDER_MEMORY_SECONDS
+        for sender, seen in list(self.state.sender_seen_at.items()):
+            if seen < horizon:
+                self.state.sender_seen_at.pop(sender, None)
+                self.state.sender_seqs.pop(sender, None)

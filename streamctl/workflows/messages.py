@@ -1,0 +1,445 @@
+"""Message protocol between frontends, the coordinator workflow and the pass activity.
+
+Who sends what
+--------------
+* Frontends (the client library and everything built on it) send **requests** and **events**.
+  A request asks for something and gets exactly one :class:`Response`; an event says that
+  something happened and gets none.
+* On the wire every message is an :class:`Envelope`: a client-generated id, a ``kind`` naming
+  one of the typed classes below, the message version ``v`` and the body as plain JSON.
+  Requests travel in a :class:`RequestBatch` (one Temporal update carries many requests),
+  events in an :class:`EventBatch` (one Temporal signal carries many events).
+* The workflow never interprets bodies: it only orders envelopes, compacts events and hands
+  batches to the pass activity. Decoding and validating a body into its typed class happens
+  in the activity, so a malformed message fails only its own request (with an error code and a
+  message naming the problem) and never a workflow task.
+
+Guarantees
+----------
+* A request id is answered once: the response is stored in the catalog under that id, and a
+  retried request (same id, from a client retry, an activity retry or across continue-as-new)
+  gets the stored answer and is not applied again.
+* An event batch carries ``(sender, seq)``; the workflow drops a batch whose ``seq`` it has
+  already seen from that sender, so a retried signal is counted once.
+* Message bodies are versioned by ``v``; the coordinator answers ``UNSUPPORTED_VERSION`` for
+  versions it does not know.
+
+This module is imported by workflow code: it holds only plain dataclasses and constants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar
+
+MESSAGE_VERSION = 1
+"""The body version this code writes and understands."""
+
+# --------------------------------------------------------------------------------------------
+# Envelopes and responses: what travels through Temporal.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """One message on the wire: id, kind, body version and JSON body."""
+
+    id: str
+    kind: str
+    body: dict[str, Any] = field(default_factory=dict)
+    v: int = MESSAGE_VERSION
+
+
+@dataclass(frozen=True)
+class RequestBatch:
+    """The argument of the coordinator's ``submit`` update: requests answered together."""
+
+    requests: list[Envelope]
+
+
+@dataclass(frozen=True)
+class EventBatch:
+    """The argument of the coordinator's ``events`` signal.
+
+    ``sender`` names one client instance and ``seq`` increases by one per batch it sends, so
+    the workflow can drop a batch delivered twice.
+    """
+
+    sender: str
+    seq: int
+    events: list[Envelope]
+
+
+@dataclass(frozen=True)
+class Response:
+    """The answer to one request. ``error_code`` is set exactly when ``ok`` is false."""
+
+    id: str
+    ok: bool
+    result: Any = None
+    error_code: str | None = None
+    error_message: str | None = None
+    version: int = 0
+
+
+class ErrorCode:
+    """Error codes of per-request failures. Stable: clients map them to exception types."""
+
+    INVALID_REQUEST = "INVALID_REQUEST"
+    UNKNOWN_KIND = "UNKNOWN_KIND"
+    UNSUPPORTED_VERSION = "UNSUPPORTED_VERSION"
+    TOO_LARGE = "TOO_LARGE"
+    INVALID_NAME = "INVALID_NAME"
+    INVALID_SCHEMA = "INVALID_SCHEMA"
+    NOT_FOUND = "NOT_FOUND"
+    ALREADY_EXISTS = "ALREADY_EXISTS"
+    HAS_DEPENDENTS = "HAS_DEPENDENTS"
+    NOT_SUPPORTED = "NOT_SUPPORTED"
+    INTERNAL = "INTERNAL"
+
+
+# --------------------------------------------------------------------------------------------
+# Typed messages. Each class names its kind; ``to_envelope`` builds the wire form.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Message:
+    """Base of every typed message."""
+
+    kind: ClassVar[str] = ""
+    stage: ClassVar[int] = 0
+    """Pass stage: 1 infrastructure (workers), 2 sources and sinks, 3 queries."""
+
+    def body(self) -> dict[str, Any]:
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+    def to_envelope(self, message_id: str) -> Envelope:
+        return Envelope(id=message_id, kind=self.kind, body=self.body())
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [_plain(item) for item in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return asdict(value)
+    return value
+
+
+@dataclass(frozen=True)
+class Request(Message):
+    """A message that gets exactly one response."""
+
+
+@dataclass(frozen=True)
+class Event(Message):
+    """A fire-and-forget message. ``compaction_key`` groups events that may be merged."""
+
+    def compaction_key(self) -> tuple[str, str] | None:
+        return None
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """One column of a schema: name, NebulaStream type name, nullability."""
+
+    name: str
+    type: str
+    nullable: bool = True
+
+
+# --- workers (stage 1) -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RegisterWorker(Event):
+    kind: ClassVar[str] = "RegisterWorker"
+    stage: ClassVar[int] = 1
+    name: str
+    capacity: int = 8
+    task_queue: str = ""
+    address: str = ""
+
+
+@dataclass(frozen=True)
+class UnregisterWorker(Event):
+    kind: ClassVar[str] = "UnregisterWorker"
+    stage: ClassVar[int] = 1
+    name: str
+
+
+@dataclass(frozen=True)
+class Heartbeat(Event):
+    """A worker is alive. ``count`` is how many heartbeats this one stands for after merging."""
+
+    kind: ClassVar[str] = "Heartbeat"
+    stage: ClassVar[int] = 1
+    name: str
+    load: int = 0
+    capacity: int | None = None
+    count: int = 1
+
+    def compaction_key(self) -> tuple[str, str] | None:
+        return (self.kind, self.name)
+
+
+@dataclass(frozen=True)
+class CheckLiveness(Event):
+    """Internal: sent by the workflow's liveness timer so heartbeat ages are re-evaluated."""
+
+    kind: ClassVar[str] = "CheckLiveness"
+    stage: ClassVar[int] = 1
+
+
+@dataclass(frozen=True)
+class ListWorkers(Request):
+    kind: ClassVar[str] = "ListWorkers"
+    stage: ClassVar[int] = 1
+
+
+@dataclass(frozen=True)
+class GetWorker(Request):
+    kind: ClassVar[str] = "GetWorker"
+    stage: ClassVar[int] = 1
+    name: str
+
+
+@dataclass(frozen=True)
+class DrainWorker(Request):
+    """Stop placing new queries on a worker; its running queries move with issue 3."""
+
+    kind: ClassVar[str] = "DrainWorker"
+    stage: ClassVar[int] = 1
+    name: str
+
+
+# --- logical sources, physical sources, sinks (stage 2) ----------------------------------
+
+
+@dataclass(frozen=True)
+class CreateLogicalSource(Request):
+    kind: ClassVar[str] = "CreateLogicalSource"
+    stage: ClassVar[int] = 2
+    name: str
+    schema: tuple[ColumnSpec, ...]
+
+
+@dataclass(frozen=True)
+class DropLogicalSource(Request):
+    kind: ClassVar[str] = "DropLogicalSource"
+    stage: ClassVar[int] = 2
+    name: str
+    cascade: bool = False
+
+
+@dataclass(frozen=True)
+class GetLogicalSource(Request):
+    kind: ClassVar[str] = "GetLogicalSource"
+    stage: ClassVar[int] = 2
+    name: str
+
+
+@dataclass(frozen=True)
+class ListLogicalSources(Request):
+    kind: ClassVar[str] = "ListLogicalSources"
+    stage: ClassVar[int] = 2
+
+
+@dataclass(frozen=True)
+class CreatePhysicalSource(Request):
+    kind: ClassVar[str] = "CreatePhysicalSource"
+    stage: ClassVar[int] = 2
+    logical_source: str
+    type: str
+    config: dict[str, Any] = field(default_factory=dict)
+    worker: str | None = None
+
+
+@dataclass(frozen=True)
+class DropPhysicalSource(Request):
+    kind: ClassVar[str] = "DropPhysicalSource"
+    stage: ClassVar[int] = 2
+    id: int
+    cascade: bool = False
+
+
+@dataclass(frozen=True)
+class GetPhysicalSource(Request):
+    kind: ClassVar[str] = "GetPhysicalSource"
+    stage: ClassVar[int] = 2
+    id: int
+
+
+@dataclass(frozen=True)
+class ListPhysicalSources(Request):
+    kind: ClassVar[str] = "ListPhysicalSources"
+    stage: ClassVar[int] = 2
+    logical_source: str | None = None
+
+
+@dataclass(frozen=True)
+class CreateSink(Request):
+    kind: ClassVar[str] = "CreateSink"
+    stage: ClassVar[int] = 2
+    name: str
+    schema: tuple[ColumnSpec, ...]
+    type: str
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DropSink(Request):
+    kind: ClassVar[str] = "DropSink"
+    stage: ClassVar[int] = 2
+    name: str
+    cascade: bool = False
+
+
+@dataclass(frozen=True)
+class GetSink(Request):
+    kind: ClassVar[str] = "GetSink"
+    stage: ClassVar[int] = 2
+    name: str
+
+
+@dataclass(frozen=True)
+class ListSinks(Request):
+    kind: ClassVar[str] = "ListSinks"
+    stage: ClassVar[int] = 2
+
+
+# --- queries (stage 3) -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreateQuery(Request):
+    kind: ClassVar[str] = "CreateQuery"
+    stage: ClassVar[int] = 3
+    statement: str
+    sink: str | None = None
+
+
+@dataclass(frozen=True)
+class DropQuery(Request):
+    kind: ClassVar[str] = "DropQuery"
+    stage: ClassVar[int] = 3
+    id: int
+
+
+@dataclass(frozen=True)
+class GetQuery(Request):
+    kind: ClassVar[str] = "GetQuery"
+    stage: ClassVar[int] = 3
+    id: int
+
+
+@dataclass(frozen=True)
+class ListQueries(Request):
+    kind: ClassVar[str] = "ListQueries"
+    stage: ClassVar[int] = 3
+
+
+@dataclass(frozen=True)
+class StartQuery(Request):
+    kind: ClassVar[str] = "StartQuery"
+    stage: ClassVar[int] = 3
+    id: int
+
+
+@dataclass(frozen=True)
+class StopQuery(Request):
+    kind: ClassVar[str] = "StopQuery"
+    stage: ClassVar[int] = 3
+    id: int
+
+
+@dataclass(frozen=True)
+class ExplainQuery(Request):
+    kind: ClassVar[str] = "ExplainQuery"
+    stage: ClassVar[int] = 3
+    statement: str
+
+
+@dataclass(frozen=True)
+class Reoptimize(Request):
+    kind: ClassVar[str] = "Reoptimize"
+    stage: ClassVar[int] = 3
+
+
+@dataclass(frozen=True)
+class ExecuteStatement(Request):
+    kind: ClassVar[str] = "ExecuteStatement"
+    stage: ClassVar[int] = 3
+    text: str
+
+
+@dataclass(frozen=True)
+class Statistics(Event):
+    kind: ClassVar[str] = "Statistics"
+    stage: ClassVar[int] = 3
+    query_id: int
+    values: dict[str, float] = field(default_factory=dict)
+
+    def compaction_key(self) -> tuple[str, str] | None:
+        return (self.kind, str(self.query_id))
+
+
+@dataclass(frozen=True)
+class QueryStatusChanged(Event):
+    kind: ClassVar[str] = "QueryStatusChanged"
+    stage: ClassVar[int] = 3
+    query_id: int
+    status: str
+    error: str | None = None
+
+
+REQUEST_TYPES: dict[str, type[Request]] = {
+    cls.kind: cls
+    for cls in (
+        ListWorkers,
+        GetWorker,
+        DrainWorker,
+        CreateLogicalSource,
+        DropLogicalSource,
+        GetLogicalSource,
+        ListLogicalSources,
+        CreatePhysicalSource,
+        DropPhysicalSource,
+        GetPhysicalSource,
+        ListPhysicalSources,
+        CreateSink,
+        DropSink,
+        GetSink,
+        ListSinks,
+        CreateQuery,
+        DropQuery,
+        GetQuery,
+        ListQueries,
+        StartQuery,
+        StopQuery,
+        ExplainQuery,
+        Reoptimize,
+        ExecuteStatement,
+    )
+}
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.kind: cls
+    for cls in (
+        RegisterWorker,
+        UnregisterWorker,
+        Heartbeat,
+        CheckLiveness,
+        Statistics,
+        QueryStatusChanged,
+    )
+}
+
+INTERNAL_EVENT_KINDS = frozenset({CheckLiveness.kind})
+"""Events only the workflow itself may emit; clients sending them are ignored."""
+
+
+def stage_of(kind: str) -> int:
+    """The pass stage of a message kind; unknown kinds run first so they fail early."""
+    cls = REQUEST_TYPES.get(kind) or EVENT_TYPES.get(kind)
+    return cls.stage if cls is not None else 0
