@@ -147,7 +147,9 @@ class ChangelogEntry(Base):
     __tablename__ = "changelog"
     __table_args__ = (UniqueConstraint("version", "seq"),)
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
     version: Mapped[int] = mapped_column(ForeignKey("snapshot_versions.version"), index=True)
     seq: Mapped[int] = mapped_column(Integer)
     message_id: Mapped[str] = mapped_column(String(255))

@@ -79,7 +79,7 @@ def upgrade() -> None:
     sa.PrimaryKeyConstraint('name', name=op.f('pk_workers'))
     )
     op.create_table('changelog',
-    sa.Column('id', sa.BigInteger(), autoincrement=True, nullable=False),
+    sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), autoincrement=True, nullable=False),
     sa.Column('version', sa.BigInteger(), nullable=False),
     sa.Column('seq', sa.Integer(), nullable=False),
     sa.Column('message_id', sa.String(length=255), nullable=False),

@@ -1,0 +1,241 @@
+"""``streamctl``: the one command (kubectl / temporal CLI conventions).
+
+Human tables by default, ``--json`` for scripts. Exit codes: 0 success, 1 a request failed or
+a benchmark missed nothing but reported, 2 bad usage, 3 the stack is not reachable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from temporalio.client import Client
+
+from streamctl import config
+from streamctl.workflows.coordinator import COORDINATOR_WORKFLOW_ID, CoordinatorConfig
+
+app = typer.Typer(help="Coordinator for continuous stream queries on Temporal and Spark.", no_args_is_help=True)
+bench_app = typer.Typer(help="Benchmarks that print their figures.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+console = Console()
+
+EXIT_UNREACHABLE = 3
+
+
+def _state_dir(state_dir: Path | None) -> Path:
+    return (state_dir or config.state_dir()).resolve()
+
+
+def _address(address: str | None, state_dir: Path | None = None) -> str:
+    if address:
+        return address
+    if "STREAMCTL_TEMPORAL_ADDRESS" not in os.environ:
+        from streamctl.worker.supervisor import read_stack
+
+        info = read_stack(_state_dir(state_dir))
+        if info is not None:
+            return info.address
+    return config.temporal_address()
+
+
+@app.command()
+def up(
+    detach: bool = typer.Option(False, "--detach", "-d", help="Return once the coordinator answers."),
+    state_dir: Path | None = typer.Option(None, help="Where the stack keeps its files."),
+    catalog: str | None = typer.Option(None, help="Catalog URL (default: SQLite in the state dir)."),
+    port: int = typer.Option(7233, help="Temporal frontend port."),
+    ui_port: int = typer.Option(8233, help="Temporal Web UI port."),
+    batch_size: int = typer.Option(config.batch_size(), help="Messages per pass."),
+    timeout: float = typer.Option(config.batch_timeout(), help="Seconds to gather a batch."),
+    coordinators: int = typer.Option(1, help="Coordinator worker processes."),
+) -> None:
+    """Start the embedded stack: Temporal dev server, coordinator worker, coordinator workflow."""
+    from streamctl.worker.supervisor import Supervisor, read_stack, run_foreground
+
+    directory = _state_dir(state_dir)
+    existing = read_stack(directory)
+    from streamctl.worker.supervisor import pid_alive
+
+    if existing is not None and pid_alive(existing.supervisor_pid):
+        console.print(f"stack already running at {existing.address} (UI {existing.ui_url})")
+        return
+    catalog_url = catalog or config.catalog_url(directory)
+    if detach:
+        directory.mkdir(parents=True, exist_ok=True)
+        command = [
+            sys.executable, "-m", "streamctl.client.cli", "up",
+            "--state-dir", str(directory), "--catalog", catalog_url,
+            "--port", str(port), "--ui-port", str(ui_port),
+            "--batch-size", str(batch_size), "--timeout", str(timeout),
+            "--coordinators", str(coordinators),
+        ]  # fmt: skip
+        log = open(directory / "supervisor.log", "ab")  # noqa: SIM115
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        address = f"127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                console.print(f"[red]the stack failed to start; see {directory / 'supervisor.log'}")
+                raise typer.Exit(1)
+            if read_stack(directory) is not None and _status(address) is not None:
+                console.print(f"stack up: Temporal {address}, UI http://127.0.0.1:{ui_port}, catalog {catalog_url}")
+                return
+            time.sleep(0.3)
+        console.print("[red]the coordinator did not answer within 120 s")
+        raise typer.Exit(1)
+    supervisor = Supervisor(
+        directory, catalog_url, port, ui_port, CoordinatorConfig(batch_size=batch_size, timeout=timeout), coordinators
+    )
+    asyncio.run(
+        run_foreground(
+            supervisor, lambda: console.print(f"stack up at 127.0.0.1:{port}; Ctrl-C stops it")
+        )
+    )
+
+
+@app.command()
+def down(state_dir: Path | None = typer.Option(None)) -> None:
+    """Stop the embedded stack started by ``up``."""
+    from streamctl.worker.supervisor import stop_stack
+
+    if stop_stack(_state_dir(state_dir)):
+        console.print("stack stopped")
+    else:
+        console.print("no stack running")
+
+
+def _status(address: str, workflow_id: str = COORDINATOR_WORKFLOW_ID) -> dict[str, Any] | None:
+    async def query() -> dict[str, Any] | None:
+        try:
+            client = await asyncio.wait_for(Client.connect(address), 5)
+            handle = client.get_workflow_handle(workflow_id)
+            status = await asyncio.wait_for(handle.query("status"), 10)
+            return dict(status) if isinstance(status, dict) else None
+        except Exception:
+            return None
+
+    return asyncio.run(query())
+
+
+@app.command()
+def status(
+    as_json: bool = typer.Option(False, "--json"),
+    address: str | None = typer.Option(None, help="Temporal address."),
+    state_dir: Path | None = typer.Option(None),
+    workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID),
+) -> None:
+    """Show the coordinator's snapshot version, pending messages and passes."""
+    target = _address(address, state_dir)
+    result = _status(target, workflow_id)
+    if result is None:
+        if as_json:
+            print(json.dumps({"address": target, "running": False}))
+        else:
+            console.print(f"[red]coordinator not reachable at {target}")
+        raise typer.Exit(EXIT_UNREACHABLE)
+    result = {"address": target, "running": True, **result}
+    if as_json:
+        print(json.dumps(result))
+        return
+    table = Table(title=f"coordinator at {target}")
+    table.add_column("field")
+    table.add_column("value")
+    for key in ("version", "pending", "pending_requests", "passes_run", "last_pass_ms", "runs", "draining"):
+        table.add_row(key, str(result.get(key)))
+    console.print(table)
+
+
+@app.command()
+def coordinator(
+    address: str | None = typer.Option(None, help="Temporal address."),
+    catalog: str | None = typer.Option(None, help="Catalog URL."),
+    start_workflow: bool = typer.Option(True, help="Start the coordinator workflow if it is not running."),
+) -> None:
+    """Run a coordinator worker (several may run; Temporal balances them)."""
+    import logging
+
+    from streamctl.worker.coordinator import run_coordinator_worker
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        asyncio.run(
+            run_coordinator_worker(
+                _address(address),
+                config.namespace(),
+                catalog or config.catalog_url(),
+                start_workflow=start_workflow,
+                config=CoordinatorConfig(batch_size=config.batch_size(), timeout=config.batch_timeout()),
+            )
+        )
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command()
+def demo(
+    state_dir: Path | None = typer.Option(None),
+    keep: bool = typer.Option(False, help="Leave the stack running afterwards."),
+) -> None:
+    """Start the stack if needed, create sources and sinks, and print the catalog."""
+    from streamctl.client.demo import run_demo
+    from streamctl.worker.supervisor import pid_alive, read_stack, stop_stack
+
+    directory = _state_dir(state_dir)
+    info = read_stack(directory)
+    started_here = info is None or not pid_alive(info.supervisor_pid)
+    if started_here:
+        up(detach=True, state_dir=directory, catalog=None, port=7233, ui_port=8233,
+           batch_size=config.batch_size(), timeout=config.batch_timeout(), coordinators=1)  # fmt: skip
+    try:
+        run_demo(_address(None, directory), console)
+    finally:
+        if started_here and not keep:
+            stop_stack(directory)
+
+
+@bench_app.command("requests")
+def bench_requests(
+    as_json: bool = typer.Option(False, "--json"),
+    catalog: str = typer.Option(
+        "postgresql://postgres@127.0.0.1:5432/postgres", help="PostgreSQL server for the benchmark."
+    ),
+    requests: int = typer.Option(20_000, help="Requests in the batched run."),
+    naive_requests: int = typer.Option(2_000, help="Requests in the one-update-per-request run."),
+    sweep: bool = typer.Option(True, help="Sweep batch_size/timeout."),
+) -> None:
+    """Batched requests/s against one update per request, same run, PostgreSQL catalog."""
+    from streamctl.bench.requests import run_requests_bench
+
+    result = run_requests_bench(catalog, requests, naive_requests, sweep)
+    print(json.dumps(result) if as_json else json.dumps(result, indent=2))
+
+
+@bench_app.command("events")
+def bench_events(
+    as_json: bool = typer.Option(False, "--json"),
+    workers: int = typer.Option(1000, help="Simulated workers."),
+    seconds: float = typer.Option(10.0, help="How long to send."),
+    catalog: str | None = typer.Option(None, help="Catalog URL (default: a fresh SQLite file)."),
+) -> None:
+    """Heartbeats from many simulated workers: accepted events/s and lost events."""
+    from streamctl.bench.events import run_events_bench
+
+    result = run_events_bench(workers, seconds, catalog)
+    print(json.dumps(result) if as_json else json.dumps(result, indent=2))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

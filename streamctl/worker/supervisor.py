@@ -1,0 +1,213 @@
+"""The embedded stack behind ``streamctl up``: Temporal dev server, coordinator worker, workflow.
+
+``up`` runs a supervisor in the foreground (or, with ``--detach``, in a new session in the
+background, returning once the coordinator answers). The supervisor starts the Temporal dev
+server (state in ``<state-dir>/temporal.db``), then a coordinator worker process, makes sure the
+``coordinator`` workflow runs, writes ``<state-dir>/stack.json`` and restarts a child that
+dies. ``down`` stops the supervisor, which stops its children. Spark agents join with issue 3.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from temporalio.client import Client
+
+from streamctl.worker.coordinator import ensure_coordinator
+from streamctl.worker.temporal_server import port_open, start_dev_server, wait_for_server
+from streamctl.workflows.coordinator import COORDINATOR_WORKFLOW_ID, CoordinatorConfig
+
+STACK_FILE = "stack.json"
+
+
+@dataclass
+class StackInfo:
+    supervisor_pid: int
+    temporal_pid: int
+    coordinator_pids: list[int]
+    address: str
+    ui_url: str
+    catalog_url: str
+    state_dir: str
+
+
+def read_stack(state_dir: Path) -> StackInfo | None:
+    path = state_dir / STACK_FILE
+    if not path.exists():
+        return None
+    try:
+        return StackInfo(**json.loads(path.read_text()))
+    except (ValueError, TypeError):
+        return None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def coordinator_command(address: str, catalog_url: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "streamctl.client.cli",
+        "coordinator",
+        "--address",
+        address,
+        "--catalog",
+        catalog_url,
+        "--no-start-workflow",
+    ]
+
+
+class Supervisor:
+    def __init__(
+        self,
+        state_dir: Path,
+        catalog_url: str,
+        port: int,
+        ui_port: int,
+        config: CoordinatorConfig,
+        coordinators: int = 1,
+    ) -> None:
+        self.state_dir = state_dir
+        self.catalog_url = catalog_url
+        self.port = port
+        self.ui_port = ui_port
+        self.config = config
+        self.coordinators = coordinators
+        self.address = f"127.0.0.1:{port}"
+        self.temporal: subprocess.Popen[bytes] | None = None
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self._stopping = False
+
+    def _start_worker(self) -> subprocess.Popen[bytes]:
+        log = open(self.state_dir / "coordinator.log", "ab")  # noqa: SIM115
+        return subprocess.Popen(
+            coordinator_command(self.address, self.catalog_url),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def _write_stack(self) -> None:
+        assert self.temporal is not None
+        info = StackInfo(
+            supervisor_pid=os.getpid(),
+            temporal_pid=self.temporal.pid,
+            coordinator_pids=[w.pid for w in self.workers],
+            address=self.address,
+            ui_url=f"http://127.0.0.1:{self.ui_port}",
+            catalog_url=self.catalog_url,
+            state_dir=str(self.state_dir),
+        )
+        (self.state_dir / STACK_FILE).write_text(json.dumps(asdict(info), indent=2))
+
+    async def start(self) -> Client:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        if port_open(self.port):
+            raise RuntimeError(
+                f"port {self.port} is already in use; is a stack running? try 'streamctl down' "
+                "or pass --port"
+            )
+        self.temporal = start_dev_server(
+            self.state_dir / "temporal.db",
+            self.port,
+            self.ui_port,
+            log_file=self.state_dir / "temporal.log",
+        )
+        client = await wait_for_server(self.address)
+        self.workers = [self._start_worker() for _ in range(self.coordinators)]
+        await ensure_coordinator(client, config=self.config)
+        self._write_stack()
+        return client
+
+    async def watch(self) -> None:
+        """Restart children that die until asked to stop."""
+        while not self._stopping:
+            await asyncio.sleep(0.5)
+            if self._stopping:
+                break
+            if self.temporal is not None and self.temporal.poll() is not None:
+                self.temporal = start_dev_server(
+                    self.state_dir / "temporal.db",
+                    self.port,
+                    self.ui_port,
+                    log_file=self.state_dir / "temporal.log",
+                )
+                await wait_for_server(self.address)
+                self._write_stack()
+            for index, worker in enumerate(self.workers):
+                if worker.poll() is not None:
+                    self.workers[index] = self._start_worker()
+                    self._write_stack()
+
+    def stop(self) -> None:
+        self._stopping = True
+        children = [*self.workers, *([self.temporal] if self.temporal else [])]
+        for child in children:
+            if child.poll() is None:
+                child.terminate()
+        deadline = time.monotonic() + 10
+        for child in children:
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+        (self.state_dir / STACK_FILE).unlink(missing_ok=True)
+
+
+async def run_foreground(supervisor: Supervisor, on_ready: object = None) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await supervisor.start()
+        if callable(on_ready):
+            on_ready()
+        watcher = asyncio.create_task(supervisor.watch())
+        await stop.wait()
+        watcher.cancel()
+    finally:
+        supervisor.stop()
+
+
+def stop_stack(state_dir: Path, timeout: float = 20.0) -> bool:
+    """Stop a running stack; returns whether one was running."""
+    info = read_stack(state_dir)
+    if info is None:
+        return False
+    if pid_alive(info.supervisor_pid):
+        os.kill(info.supervisor_pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while pid_alive(info.supervisor_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    for pid in [info.temporal_pid, *info.coordinator_pids]:
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    (state_dir / STACK_FILE).unlink(missing_ok=True)
+    return True
+
+
+__all__ = [
+    "COORDINATOR_WORKFLOW_ID",
+    "StackInfo",
+    "Supervisor",
+    "read_stack",
+    "run_foreground",
+    "stop_stack",
+]

