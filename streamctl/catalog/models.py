@@ -27,7 +27,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 NAME_LENGTH = 128
 
@@ -86,6 +86,9 @@ class PhysicalSource(Versioned, Base):
     worker: Mapped[str | None] = mapped_column(
         ForeignKey("workers.name", ondelete="RESTRICT"), index=True, nullable=True
     )
+    # Never loaded: declared so the unit of work deletes children before parents in one flush.
+    logical_source_row: Mapped[LogicalSource] = relationship(lazy="raise", viewonly=False)
+    worker_row: Mapped[Worker | None] = relationship(lazy="raise")
 
 
 class Sink(Versioned, Base):
@@ -111,6 +114,8 @@ class Query(Versioned, Base):
         ForeignKey("workers.name", ondelete="RESTRICT"), index=True, nullable=True
     )
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    sink_row: Mapped[Sink] = relationship(lazy="raise")
+    worker_row: Mapped[Worker | None] = relationship(lazy="raise")
 
 
 class QuerySource(Base):
@@ -124,6 +129,8 @@ class QuerySource(Base):
     logical_source: Mapped[str] = mapped_column(
         ForeignKey("logical_sources.name", ondelete="RESTRICT"), primary_key=True, index=True
     )
+    query_row: Mapped[Query] = relationship(lazy="raise")
+    logical_source_row: Mapped[LogicalSource] = relationship(lazy="raise")
 
 
 class SnapshotVersion(Base):

