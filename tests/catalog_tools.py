@@ -52,7 +52,9 @@ def applied_requests(url: str) -> list[StoredResponse]:
     try:
         with Session(engine) as session:
             rows = list(
-                session.scalars(select(StoredResponse).order_by(StoredResponse.version, StoredResponse.seq))
+                session.scalars(
+                    select(StoredResponse).order_by(StoredResponse.version, StoredResponse.seq)
+                )
             )
             session.expunge_all()
             return rows
@@ -74,7 +76,9 @@ def replay_one_by_one(source_url: str, target_url: str) -> list[str]:
     activities = CatalogActivities(target_url)
     for pass_no, row in enumerate(applied_requests(source_url), start=1):
         request = row.request
-        envelope = Envelope(id=row.request_id, kind=request["kind"], body=request["body"], v=request["v"])
+        envelope = Envelope(
+            id=row.request_id, kind=request["kind"], body=request["body"], v=request["v"]
+        )
         result = activities.apply_pass(
             PassInput("replay", pass_no, 0.0, [PendingMessage(envelope, 0.0, True)], 10.0, 30.0)
         )
@@ -96,11 +100,28 @@ def catalog_invariants(url: str) -> dict[str, Any]:
     engine = create_catalog_engine(url)
     try:
         with Session(engine) as session:
-            passes = list(session.execute(select(SnapshotVersion.pass_no, SnapshotVersion.version).order_by(SnapshotVersion.version)))
+            passes = list(
+                session.execute(
+                    select(SnapshotVersion.pass_no, SnapshotVersion.version).order_by(
+                        SnapshotVersion.version
+                    )
+                )
+            )
             doubled = list(
                 session.execute(
-                    select(ChangelogEntry.message_id, ChangelogEntry.entity, ChangelogEntry.key, ChangelogEntry.action, func.count())
-                    .group_by(ChangelogEntry.message_id, ChangelogEntry.entity, ChangelogEntry.key, ChangelogEntry.action)
+                    select(
+                        ChangelogEntry.message_id,
+                        ChangelogEntry.entity,
+                        ChangelogEntry.key,
+                        ChangelogEntry.action,
+                        func.count(),
+                    )
+                    .group_by(
+                        ChangelogEntry.message_id,
+                        ChangelogEntry.entity,
+                        ChangelogEntry.key,
+                        ChangelogEntry.action,
+                    )
                     .having(func.count() > 1)
                 )
             )
@@ -121,8 +142,12 @@ async def failed_workflow_tasks(handle: WorkflowHandle[Any, Any]) -> int:
     failures = 0
     client = handle._client
     async for execution in client.list_workflows(f"WorkflowId = '{handle.id}'"):
-        history = await client.get_workflow_handle(handle.id, run_id=execution.run_id).fetch_history()
+        history = await client.get_workflow_handle(
+            handle.id, run_id=execution.run_id
+        ).fetch_history()
         failures += sum(
-            1 for event in history.events if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+            1
+            for event in history.events
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
         )
     return failures

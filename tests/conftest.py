@@ -49,7 +49,9 @@ class DevServer:
     def restart(self) -> None:
         if self.process.poll() is None:
             self.kill()
-        self.process = start_dev_server(self.db_file, self.port, None, log_file=self.db_file.with_suffix(".log"))
+        self.process = start_dev_server(
+            self.db_file, self.port, None, log_file=self.db_file.with_suffix(".log")
+        )
 
 
 @pytest.fixture(scope="session")
@@ -165,11 +167,15 @@ async def start_coordinator(
 ) -> AsyncIterator[Callable[..., Any]]:
     stack = contextlib.AsyncExitStack()
 
-    async def start(catalog_url: str, config: CoordinatorConfig | None = None) -> RunningCoordinator:
+    async def start(
+        catalog_url: str, config: CoordinatorConfig | None = None
+    ) -> RunningCoordinator:
         suffix = uuid.uuid4().hex[:10]
         task_queue = f"coordinator-{suffix}"
         workflow_id = f"coordinator-{suffix}"
-        await stack.enter_async_context(coordinator_worker(temporal_client, catalog_url, task_queue))
+        await stack.enter_async_context(
+            coordinator_worker(temporal_client, catalog_url, task_queue)
+        )
         handle = await ensure_coordinator(
             temporal_client, workflow_id=workflow_id, config=config, task_queue=task_queue
         )
@@ -179,7 +185,9 @@ async def start_coordinator(
     await stack.aclose()
 
 
-async def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1) -> None:
+async def wait_until(
+    predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1
+) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:

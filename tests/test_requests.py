@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from catalog_tools import failed_workflow_tasks
+
 from streamctl.client import errors
 from streamctl.client.client import new_id
 from streamctl.workflows import messages as m
@@ -22,13 +22,19 @@ async def test_create_get_list_drop_with_cascade(start_coordinator, catalog_url)
     try:
         created = await client.ask(m.CreateLogicalSource("orders", SCHEMA))
         assert created["schema"][0] == {"name": "id", "type": "UINT64", "nullable": False}
-        physical = await client.ask(m.CreatePhysicalSource("orders", "file", {"file_path": "/data"}))
+        physical = await client.ask(
+            m.CreatePhysicalSource("orders", "file", {"file_path": "/data"})
+        )
         assert physical["type"] == "FILE" and physical["logical_source"] == "orders"
         await client.ask(m.CreateSink("out", SCHEMA, "Print"))
 
         assert [s["name"] for s in await client.ask(m.ListLogicalSources())] == ["orders"]
-        assert (await client.ask(m.GetPhysicalSource(physical["id"])))["config"] == {"file_path": "/data"}
-        assert [p["id"] for p in await client.ask(m.ListPhysicalSources("orders"))] == [physical["id"]]
+        assert (await client.ask(m.GetPhysicalSource(physical["id"])))["config"] == {
+            "file_path": "/data"
+        }
+        assert [p["id"] for p in await client.ask(m.ListPhysicalSources("orders"))] == [
+            physical["id"]
+        ]
         assert (await client.ask(m.GetSink("out")))["type"] == "PRINT"
 
         with pytest.raises(errors.HasDependents) as refused:
@@ -63,47 +69,118 @@ async def test_retried_request_id_is_answered_from_the_store(start_coordinator, 
 
 BAD_INPUT: list[tuple[Envelope, str, str]] = [
     (Envelope("", "CreateSink", {"name": 1}), ErrorCode.INVALID_REQUEST, "field 'name'"),
-    (Envelope("", "CreateLogicalSource", {"name": "x"}), ErrorCode.INVALID_REQUEST, "field 'schema'"),
-    (Envelope("", "CreateLogicalSource", {"name": "x", "schema": "id INT"}), ErrorCode.INVALID_REQUEST, "schema"),
+    (
+        Envelope("", "CreateLogicalSource", {"name": "x"}),
+        ErrorCode.INVALID_REQUEST,
+        "field 'schema'",
+    ),
+    (
+        Envelope("", "CreateLogicalSource", {"name": "x", "schema": "id INT"}),
+        ErrorCode.INVALID_REQUEST,
+        "schema",
+    ),
     (Envelope("", "DropTheWorld", {}), ErrorCode.UNKNOWN_KIND, "DropTheWorld"),
     (Envelope("", "ListSinks", {}, v=99), ErrorCode.UNSUPPORTED_VERSION, "version 99"),
     (Envelope("", "ListSinks", {"bogus": 1}), ErrorCode.INVALID_REQUEST, "'bogus'"),
     (
-        Envelope("", "CreateLogicalSource", {"name": "x", "schema": [{"name": "a", "type": "INTEGER"}]}),
+        Envelope(
+            "", "CreateLogicalSource", {"name": "x", "schema": [{"name": "a", "type": "INTEGER"}]}
+        ),
         ErrorCode.INVALID_SCHEMA,
         "unknown type 'INTEGER'",
     ),
     (
-        Envelope("", "CreateLogicalSource", {"name": "x", "schema": [{"name": "a", "type": "INT8"}, {"name": "A", "type": "INT8"}]}),
+        Envelope(
+            "",
+            "CreateLogicalSource",
+            {"name": "x", "schema": [{"name": "a", "type": "INT8"}, {"name": "A", "type": "INT8"}]},
+        ),
         ErrorCode.INVALID_SCHEMA,
         "appears twice",
     ),
-    (Envelope("", "CreateLogicalSource", {"name": "x", "schema": []}), ErrorCode.INVALID_SCHEMA, "at least one"),
-    (Envelope("", "CreateLogicalSource", {"name": "1; DROP", "schema": [{"name": "a", "type": "INT8"}]}), ErrorCode.INVALID_NAME, "not a valid identifier"),
-    (Envelope("", "CreateSink", {"name": "s", "schema": [{"name": "a", "type": "INT8"}], "type": "Teleport"}), ErrorCode.INVALID_REQUEST, "unknown sink type 'Teleport'"),
-    (Envelope("", "CreatePhysicalSource", {"logical_source": "nope", "type": "FILE"}), ErrorCode.NOT_FOUND, "'nope'"),
-    (Envelope("", "GetLogicalSource", {"name": "nope"}), ErrorCode.NOT_FOUND, "'nope' does not exist"),
+    (
+        Envelope("", "CreateLogicalSource", {"name": "x", "schema": []}),
+        ErrorCode.INVALID_SCHEMA,
+        "at least one",
+    ),
+    (
+        Envelope(
+            "",
+            "CreateLogicalSource",
+            {"name": "1; DROP", "schema": [{"name": "a", "type": "INT8"}]},
+        ),
+        ErrorCode.INVALID_NAME,
+        "not a valid identifier",
+    ),
+    (
+        Envelope(
+            "",
+            "CreateSink",
+            {"name": "s", "schema": [{"name": "a", "type": "INT8"}], "type": "Teleport"},
+        ),
+        ErrorCode.INVALID_REQUEST,
+        "unknown sink type 'Teleport'",
+    ),
+    (
+        Envelope("", "CreatePhysicalSource", {"logical_source": "nope", "type": "FILE"}),
+        ErrorCode.NOT_FOUND,
+        "'nope'",
+    ),
+    (
+        Envelope("", "GetLogicalSource", {"name": "nope"}),
+        ErrorCode.NOT_FOUND,
+        "'nope' does not exist",
+    ),
     (Envelope("", "DropSink", {"name": "nope"}), ErrorCode.NOT_FOUND, "'nope'"),
     (Envelope("", "DropPhysicalSource", {"id": "seven"}), ErrorCode.INVALID_REQUEST, "field 'id'"),
-    (Envelope("", "CreateLogicalSource", {"name": "big", "schema": [{"name": "a" * 100, "type": "INT8"}] * 3000}), ErrorCode.TOO_LARGE, "limit"),
-    (Envelope("", "CreateQuery", {"statement": "SELECT * FROM x INTO y"}), ErrorCode.NOT_SUPPORTED, "not supported yet"),
+    (
+        Envelope(
+            "",
+            "CreateLogicalSource",
+            {"name": "big", "schema": [{"name": "a" * 100, "type": "INT8"}] * 3000},
+        ),
+        ErrorCode.TOO_LARGE,
+        "limit",
+    ),
+    (
+        Envelope("", "CreateQuery", {"statement": "SELECT * FROM x INTO y"}),
+        ErrorCode.NOT_SUPPORTED,
+        "not supported yet",
+    ),
 ]
 
 
-async def test_bad_input_gets_a_per_request_error_and_no_failed_workflow_task(start_coordinator, sqlite_url):
-    coordinator = await start_coordinator(sqlite_url, CoordinatorConfig(batch_size=100, timeout=0.05))
+async def test_bad_input_gets_a_per_request_error_and_no_failed_workflow_task(
+    start_coordinator, sqlite_url
+):
+    coordinator = await start_coordinator(
+        sqlite_url, CoordinatorConfig(batch_size=100, timeout=0.05)
+    )
     client = await coordinator.client().connect()
     try:
         await client.ask(m.CreateLogicalSource("dup", SCHEMA))
         await client.ask(m.CreatePhysicalSource("dup", "FILE", {}))
         cases = [
             *BAD_INPUT,
-            (Envelope("", "CreateLogicalSource", {"name": "dup", "schema": [{"name": "a", "type": "INT8"}]}), ErrorCode.ALREADY_EXISTS, "already exists"),
-            (Envelope("", "DropLogicalSource", {"name": "dup"}), ErrorCode.HAS_DEPENDENTS, "CASCADE"),
+            (
+                Envelope(
+                    "",
+                    "CreateLogicalSource",
+                    {"name": "dup", "schema": [{"name": "a", "type": "INT8"}]},
+                ),
+                ErrorCode.ALREADY_EXISTS,
+                "already exists",
+            ),
+            (
+                Envelope("", "DropLogicalSource", {"name": "dup"}),
+                ErrorCode.HAS_DEPENDENTS,
+                "CASCADE",
+            ),
         ]
         good = client.ask_response(m.CreateSink("fine", SCHEMA, "VOID"))
         responses = await asyncio.gather(
-            good, *(client.ask_envelope(Envelope(new_id(), e.kind, e.body, e.v)) for e, _, _ in cases)
+            good,
+            *(client.ask_envelope(Envelope(new_id(), e.kind, e.body, e.v)) for e, _, _ in cases),
         )
         assert responses[0].ok, "a good request in the same batch is unaffected"
         for response, (envelope, code, text) in zip(responses[1:], cases, strict=True):
@@ -115,7 +192,9 @@ async def test_bad_input_gets_a_per_request_error_and_no_failed_workflow_task(st
         with pytest.raises(Exception):  # noqa: B017
             await coordinator.handle.execute_update("submit", {"requests": "not a list"})
         with pytest.raises(Exception):  # noqa: B017
-            await coordinator.handle.execute_update("submit", {"requests": [{"id": "", "kind": "ListSinks"}]})
+            await coordinator.handle.execute_update(
+                "submit", {"requests": [{"id": "", "kind": "ListSinks"}]}
+            )
         await coordinator.handle.signal("events", {"sender": 5, "seq": "x", "events": 3})
         await coordinator.handle.signal("events", "garbage")
 

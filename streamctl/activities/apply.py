@@ -320,7 +320,9 @@ def create_physical_source(ctx: PassContext, request: m.CreatePhysicalSource) ->
         updated_version=ctx.view.version,
     )
     ctx.view.physical_sources.add(row)
-    ctx.record("physical_source", row.id, "create", f"CreatePhysicalSource for {row.logical_source!r}")
+    ctx.record(
+        "physical_source", row.id, "create", f"CreatePhysicalSource for {row.logical_source!r}"
+    )
     return physical_source_json(row)
 
 
@@ -471,13 +473,12 @@ def preload(view: CatalogView, messages: list[m.Message]) -> None:
     physical: set[int] = set()
     sinks: set[str] = set()
     for message in messages:
-        if isinstance(message, m.RegisterWorker | m.UnregisterWorker | m.Heartbeat):
-            workers.add(message.name)
-        elif isinstance(message, m.GetWorker | m.DrainWorker):
-            workers.add(message.name)
-        elif isinstance(
-            message, m.CreateLogicalSource | m.DropLogicalSource | m.GetLogicalSource
+        if isinstance(
+            message,
+            m.RegisterWorker | m.UnregisterWorker | m.Heartbeat | m.GetWorker | m.DrainWorker,
         ):
+            workers.add(message.name)
+        elif isinstance(message, m.CreateLogicalSource | m.DropLogicalSource | m.GetLogicalSource):
             logical.add(message.name)
         elif isinstance(message, m.CreatePhysicalSource):
             logical.add(message.logical_source)

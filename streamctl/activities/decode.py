@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields
-from functools import cache
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -28,9 +27,16 @@ class DecodeError(Exception):
         self.message = message
 
 
-@cache
+_adapters: dict[str, TypeAdapter[Any]] = {}
+
+
 def _adapter(cls: type[m.Message]) -> TypeAdapter[Any]:
-    return TypeAdapter(cls)
+    """Building a TypeAdapter costs milliseconds; build one per message class, once."""
+    key = f"{cls.__module__}.{cls.__qualname__}"
+    adapter = _adapters.get(key)
+    if adapter is None:
+        adapter = _adapters[key] = TypeAdapter(cls)
+    return adapter
 
 
 def body_size(body: Any) -> int:

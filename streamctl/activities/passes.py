@@ -58,7 +58,9 @@ def _load_stored(session: Session, ids: Iterable[str]) -> dict[str, Response]:
     found: dict[str, Response] = {}
     for start in range(0, len(wanted), 500):
         chunk = wanted[start : start + 500]
-        for row in session.scalars(select(StoredResponse).where(StoredResponse.request_id.in_(chunk))):
+        for row in session.scalars(
+            select(StoredResponse).where(StoredResponse.request_id.in_(chunk))
+        ):
             found[row.request_id] = _stored(row)
     return found
 
@@ -178,7 +180,9 @@ class CatalogActivities:
             response = answers[pending.envelope.id]
             if pending.envelope.id not in applied_ids and response.version == version:
                 stored_rows.append(
-                    _stored_row(pending, response, version, len(ordered) + len(stored_rows), snapshot)
+                    _stored_row(
+                        pending, response, version, len(ordered) + len(stored_rows), snapshot
+                    )
                 )
 
         session.flush()
@@ -212,7 +216,9 @@ class CatalogActivities:
             return _error(request_id, error.code, error.message, version)
         except Exception as error:  # a bug must cost one answer, never the pass
             log.exception("request %s (%s) failed unexpectedly", request_id, message.kind)
-            return _error(request_id, ErrorCode.INTERNAL, f"{type(error).__name__}: {error}", version)
+            return _error(
+                request_id, ErrorCode.INTERNAL, f"{type(error).__name__}: {error}", version
+            )
         if body_size(result) > MAX_RESPONSE_BYTES:
             return _error(
                 request_id,
@@ -227,7 +233,9 @@ class CatalogActivities:
         answers = _load_stored(session, ids)
         missing = [i for i in ids if i not in answers]
         if missing:  # cannot happen unless responses were pruned mid-flight
-            raise RuntimeError(f"pass {pass_input.pass_no} committed without answers for {missing[:3]}")
+            raise RuntimeError(
+                f"pass {pass_input.pass_no} committed without answers for {missing[:3]}"
+            )
         view = CatalogView(session, version, pass_input.now)
         deadline = view.next_liveness_deadline(pass_input.suspect_after, pass_input.dead_after)
         return PassResult(
@@ -240,7 +248,9 @@ class CatalogActivities:
 
 
 def _error(request_id: str, code: str, message: str, version: int) -> Response:
-    return Response(id=request_id, ok=False, error_code=code, error_message=message, version=version)
+    return Response(
+        id=request_id, ok=False, error_code=code, error_message=message, version=version
+    )
 
 
 def _stored_row(

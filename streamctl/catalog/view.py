@@ -54,7 +54,9 @@ class EntityMap(Generic[K, Row]):
             return
         for chunk_start in range(0, len(missing), 500):
             chunk = missing[chunk_start : chunk_start + 500]
-            for row in self._session.scalars(select(self._model).where(self._key_column.in_(chunk))):
+            for row in self._session.scalars(
+                select(self._model).where(self._key_column.in_(chunk))
+            ):
                 self._rows[self._key_of(row)] = row
             for key in chunk:
                 self._rows.setdefault(key, None)
@@ -191,4 +193,3 @@ class CatalogView:
             if oldest is not None:
                 candidates.append(float(oldest) + after)
         return min(candidates) if candidates else None
-

@@ -7,6 +7,7 @@ a benchmark missed nothing but reported, 2 bad usage, 3 the stack is not reachab
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -23,7 +24,9 @@ from temporalio.client import Client
 from streamctl import config
 from streamctl.workflows.coordinator import COORDINATOR_WORKFLOW_ID, CoordinatorConfig
 
-app = typer.Typer(help="Coordinator for continuous stream queries on Temporal and Spark.", no_args_is_help=True)
+app = typer.Typer(
+    help="Coordinator for continuous stream queries on Temporal and Spark.", no_args_is_help=True
+)
 bench_app = typer.Typer(help="Benchmarks that print their figures.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 console = Console()
@@ -49,9 +52,13 @@ def _address(address: str | None, state_dir: Path | None = None) -> str:
 
 @app.command()
 def up(
-    detach: bool = typer.Option(False, "--detach", "-d", help="Return once the coordinator answers."),
+    detach: bool = typer.Option(
+        False, "--detach", "-d", help="Return once the coordinator answers."
+    ),
     state_dir: Path | None = typer.Option(None, help="Where the stack keeps its files."),
-    catalog: str | None = typer.Option(None, help="Catalog URL (default: SQLite in the state dir)."),
+    catalog: str | None = typer.Option(
+        None, help="Catalog URL (default: SQLite in the state dir)."
+    ),
     port: int = typer.Option(7233, help="Temporal frontend port."),
     ui_port: int = typer.Option(8233, help="Temporal Web UI port."),
     batch_size: int = typer.Option(config.batch_size(), help="Messages per pass."),
@@ -79,7 +86,9 @@ def up(
             "--coordinators", str(coordinators),
         ]  # fmt: skip
         log = open(directory / "supervisor.log", "ab")  # noqa: SIM115
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         address = f"127.0.0.1:{port}"
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -87,13 +96,19 @@ def up(
                 console.print(f"[red]the stack failed to start; see {directory / 'supervisor.log'}")
                 raise typer.Exit(1)
             if read_stack(directory) is not None and _status(address) is not None:
-                console.print(f"stack up: Temporal {address}, UI http://127.0.0.1:{ui_port}, catalog {catalog_url}")
+                ui = f"http://127.0.0.1:{ui_port}"
+                console.print(f"stack up: Temporal {address}, UI {ui}, catalog {catalog_url}")
                 return
             time.sleep(0.3)
         console.print("[red]the coordinator did not answer within 120 s")
         raise typer.Exit(1)
     supervisor = Supervisor(
-        directory, catalog_url, port, ui_port, CoordinatorConfig(batch_size=batch_size, timeout=timeout), coordinators
+        directory,
+        catalog_url,
+        port,
+        ui_port,
+        CoordinatorConfig(batch_size=batch_size, timeout=timeout),
+        coordinators,
     )
     asyncio.run(
         run_foreground(
@@ -149,7 +164,15 @@ def status(
     table = Table(title=f"coordinator at {target}")
     table.add_column("field")
     table.add_column("value")
-    for key in ("version", "pending", "pending_requests", "passes_run", "last_pass_ms", "runs", "draining"):
+    for key in (
+        "version",
+        "pending",
+        "pending_requests",
+        "passes_run",
+        "last_pass_ms",
+        "runs",
+        "draining",
+    ):
         table.add_row(key, str(result.get(key)))
     console.print(table)
 
@@ -158,26 +181,30 @@ def status(
 def coordinator(
     address: str | None = typer.Option(None, help="Temporal address."),
     catalog: str | None = typer.Option(None, help="Catalog URL."),
-    start_workflow: bool = typer.Option(True, help="Start the coordinator workflow if it is not running."),
+    start_workflow: bool = typer.Option(
+        True, help="Start the coordinator workflow if it is not running."
+    ),
 ) -> None:
     """Run a coordinator worker (several may run; Temporal balances them)."""
     import logging
 
     from streamctl.worker.coordinator import run_coordinator_worker
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
             run_coordinator_worker(
                 _address(address),
                 config.namespace(),
                 catalog or config.catalog_url(),
                 start_workflow=start_workflow,
-                config=CoordinatorConfig(batch_size=config.batch_size(), timeout=config.batch_timeout()),
+                config=CoordinatorConfig(
+                    batch_size=config.batch_size(), timeout=config.batch_timeout()
+                ),
             )
         )
-    except KeyboardInterrupt:
-        pass
 
 
 @app.command()
@@ -193,8 +220,16 @@ def demo(
     info = read_stack(directory)
     started_here = info is None or not pid_alive(info.supervisor_pid)
     if started_here:
-        up(detach=True, state_dir=directory, catalog=None, port=7233, ui_port=8233,
-           batch_size=config.batch_size(), timeout=config.batch_timeout(), coordinators=1)  # fmt: skip
+        up(
+            detach=True,
+            state_dir=directory,
+            catalog=None,
+            port=7233,
+            ui_port=8233,
+            batch_size=config.batch_size(),
+            timeout=config.batch_timeout(),
+            coordinators=1,
+        )
     try:
         run_demo(_address(None, directory), console)
     finally:

@@ -36,7 +36,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Coroutine, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from temporalio.client import (
@@ -65,6 +65,8 @@ from streamctl.workflows.messages import (
     Request,
     RequestBatch,
     Response,
+    compaction_key,
+    merge_events,
 )
 
 log = logging.getLogger(__name__)
@@ -92,10 +94,21 @@ def new_id() -> str:
 
 @dataclass
 class _Outgoing:
+    """A message waiting in the outbox. ``followers`` are the futures of events merged into it."""
+
     envelope: Envelope
     size: int
     future: concurrent.futures.Future[Response | None]
     deadline: float
+    followers: list[concurrent.futures.Future[Response | None]] = field(default_factory=list)
+
+    def futures(self) -> list[concurrent.futures.Future[Response | None]]:
+        return [self.future, *self.followers]
+
+    def fail(self, error: BaseException) -> None:
+        for future in self.futures():
+            if not future.done():
+                future.set_exception(error)
 
 
 @dataclass
@@ -141,12 +154,17 @@ class CoordinatorClient:
         self._lock = threading.Lock()
         self._requests: deque[_Outgoing] = deque()
         self._events: deque[_Outgoing] = deque()
+        self._unsent_events_by_key: dict[tuple[str, str], _Outgoing] = {}
+        self._inflight_updates = 0
+        self._sending_events = False
         self._wake_scheduled = False
         self._closed = False
         self._seq = itertools.count(1)
 
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="streamctl-client", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="streamctl-client", daemon=True
+        )
         self._thread.start()
         self._wake: asyncio.Event | None = None
         self._handle: WorkflowHandle[Any, Any] | None = None
@@ -173,7 +191,7 @@ class CoordinatorClient:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
-                idle = not self._requests and not self._events and self._inflight_total == 0
+                idle = not self._requests and not self._events and self._inflight_updates == 0
             if idle:
                 break
             time.sleep(0.01)
@@ -183,8 +201,7 @@ class CoordinatorClient:
             self._requests.clear()
             self._events.clear()
         for item in leftovers:
-            if not item.future.done():
-                item.future.set_exception(ClientClosed("client closed before delivery"))
+            item.fail(ClientClosed("client closed before delivery"))
         if self._pump is not None:
             self._pump.cancel()
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -211,7 +228,12 @@ class CoordinatorClient:
     async def ask_many(self, requests: Sequence[Request]) -> list[Response]:
         """Send many requests; return their responses in order (errors are not raised)."""
         futures = [await self._enqueue_request_async(r.to_envelope(new_id())) for r in requests]
-        return [await asyncio.wrap_future(f) for f in futures]  # type: ignore[misc]
+        responses: list[Response] = []
+        for future in futures:
+            response = await asyncio.wrap_future(future)
+            assert response is not None
+            responses.append(response)
+        return responses
 
     async def ask_response(self, request: Request, *, request_id: str | None = None) -> Response:
         envelope = request.to_envelope(request_id or new_id())
@@ -251,7 +273,9 @@ class CoordinatorClient:
         """Queue an event and wait until the coordinator has accepted it."""
         while True:
             try:
-                future = self._enqueue(event.to_envelope(new_id()), self._event_slots, self._events, 0)
+                future = self._enqueue(
+                    event.to_envelope(new_id()), self._event_slots, self._events, 0
+                )
                 break
             except OutboxFull:
                 await asyncio.sleep(0.002)
@@ -277,7 +301,9 @@ class CoordinatorClient:
             while True:
                 try:
                     futures.append(
-                        self._enqueue(event.to_envelope(new_id()), self._event_slots, self._events, 0)
+                        self._enqueue(
+                            event.to_envelope(new_id()), self._event_slots, self._events, 0
+                        )
                     )
                     break
                 except OutboxFull:
@@ -297,9 +323,6 @@ class CoordinatorClient:
 
     # --- the outbox --------------------------------------------------------------------------
 
-    _inflight_total = 0
-    _sending_events = False
-
     def _enqueue(
         self,
         envelope: Envelope,
@@ -310,10 +333,13 @@ class CoordinatorClient:
         if self._closed:
             raise ClientClosed("client is closed")
         future: concurrent.futures.Future[Response | None] = concurrent.futures.Future()
-        size = len(json.dumps(envelope.body, default=str)) + len(envelope.id) + len(envelope.kind) + 32
+        size = (
+            len(json.dumps(envelope.body, default=str)) + len(envelope.id) + len(envelope.kind) + 32
+        )
         if size > MAX_REQUEST_BYTES:
             error = TooLarge(
-                f"{envelope.kind} is {size} bytes; the limit for one message is {MAX_REQUEST_BYTES}",
+                f"{envelope.kind} is {size} bytes; "
+                f"the limit for one message is {MAX_REQUEST_BYTES}",
                 request_id=envelope.id,
             )
             if queue is self._requests:
@@ -333,12 +359,32 @@ class CoordinatorClient:
         future.add_done_callback(lambda _f: slots.release())
         item = _Outgoing(envelope, size, future, time.monotonic() + self.request_timeout)
         with self._lock:
+            if queue is self._events and self._merge_unsent_event(item):
+                return future
             queue.append(item)
             wake = not self._wake_scheduled
             self._wake_scheduled = True
         if wake:
             self._loop.call_soon_threadsafe(self._set_wake)
         return future
+
+    def _merge_unsent_event(self, item: _Outgoing) -> bool:
+        """Fold ``item`` into an unsent event with the same compaction key (caller holds the lock).
+
+        The coordinator would compact them anyway; doing it here keeps signals (and the
+        workflow's history) small under high heartbeat rates. Counts add up, so nothing is lost.
+        """
+        key = compaction_key(item.envelope)
+        if key is None:
+            return False
+        older = self._unsent_events_by_key.get(key)
+        merged = merge_events(older.envelope, item.envelope) if older is not None else None
+        if older is None or merged is None:
+            self._unsent_events_by_key[key] = item
+            return False
+        older.envelope = merged
+        older.followers.append(item.future)
+        return True
 
     def _set_wake(self) -> None:
         if self._wake is not None:
@@ -359,19 +405,28 @@ class CoordinatorClient:
             with self._lock:
                 self._wake_scheduled = False
             while len(inflight) < self.max_inflight_updates:
-                batch = self._take(self._requests, self.max_requests_per_update, self.max_update_bytes)
+                batch = self._take(
+                    self._requests, self.max_requests_per_update, self.max_update_bytes
+                )
                 if not batch:
                     break
                 task = asyncio.create_task(self._send_update(batch))
                 inflight.add(task)
-                task.add_done_callback(lambda t: (inflight.discard(t), self._after_send()))
+                task.add_done_callback(lambda t: self._after_update(inflight, t))
             if event_task is None or event_task.done():
-                batch = self._take(self._events, self.max_events_per_signal, 4 * self.max_update_bytes)
+                batch = self._take(
+                    self._events, self.max_events_per_signal, 4 * self.max_update_bytes
+                )
                 if batch:
                     self._sending_events = True
                     event_task = asyncio.create_task(self._send_events(batch))
                     event_task.add_done_callback(lambda _t: self._after_send(events_done=True))
-            self._inflight_total = len(inflight)
+            self._inflight_updates = len(inflight)
+
+    def _after_update(self, inflight: set[asyncio.Task[None]], task: asyncio.Task[None]) -> None:
+        inflight.discard(task)
+        self._inflight_updates = len(inflight)
+        self._after_send()
 
     def _after_send(self, events_done: bool = False) -> None:
         if events_done:
@@ -390,17 +445,23 @@ class CoordinatorClient:
                 item = queue.popleft()
                 total += item.size
                 batch.append(item)
+                key = compaction_key(item.envelope) if queue is self._events else None
+                if key is not None and self._unsent_events_by_key.get(key) is item:
+                    del self._unsent_events_by_key[key]
         return batch
 
     async def _send_update(self, batch: list[_Outgoing]) -> None:
         assert self._handle is not None
         delay = 0.05
+        # One update id for every attempt: a retry that reaches the same run attaches to the
+        # update already accepted instead of running the handler again.
+        update_id = f"u-{new_id()}"
         while True:
             try:
                 responses: list[Response] = await self._handle.execute_update(
                     "submit",
                     RequestBatch([item.envelope for item in batch]),
-                    id=f"u-{new_id()}",
+                    id=update_id,
                     result_type=list[Response],
                 )
                 self.stats.updates_sent += 1
@@ -408,15 +469,12 @@ class CoordinatorClient:
             except Exception as error:
                 if not _retryable(error) or self._closed:
                     for item in batch:
-                        if not item.future.done():
-                            item.future.set_exception(
-                                CoordinatorUnavailable(f"request batch failed: {error}")
-                            )
+                        item.fail(CoordinatorUnavailable(f"request batch failed: {error}"))
                     return
                 self.stats.update_retries += 1
                 expired = [item for item in batch if time.monotonic() > item.deadline]
                 for item in expired:
-                    item.future.set_exception(
+                    item.fail(
                         CoordinatorUnavailable(
                             f"no answer within {self.request_timeout}s; last error: {error}"
                         )
@@ -450,17 +508,17 @@ class CoordinatorClient:
             except Exception as error:
                 if self._closed:
                     for item in batch:
-                        if not item.future.done():
-                            item.future.set_exception(ClientClosed("client closed"))
+                        item.fail(ClientClosed("client closed"))
                     return
                 self.stats.signal_retries += 1
                 log.debug("retrying event batch %d after %s", seq, error)
                 await asyncio.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 2.0)
         for item in batch:
-            if not item.future.done():
-                item.future.set_result(None)
-        self.stats.events_delivered += len(batch)
+            for future in item.futures():
+                if not future.done():
+                    future.set_result(None)
+        self.stats.events_delivered += sum(len(item.followers) + 1 for item in batch)
 
 
 def _retryable(error: BaseException) -> bool:

@@ -1,4 +1,7 @@
-"""The demo behind ``streamctl demo``: sources and sinks through the coordinator, then the catalog."""
+"""The demo behind ``streamctl demo``.
+
+Creates sources and sinks through the coordinator, then prints the catalog.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +15,23 @@ from streamctl.workflows import messages as m
 DEMO_REQUESTS: list[m.Request] = [
     m.CreateLogicalSource(
         "orders",
-        (m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("amount", "FLOAT64"), m.ColumnSpec("ts", "UINT64")),
+        (
+            m.ColumnSpec("id", "UINT64", False),
+            m.ColumnSpec("amount", "FLOAT64"),
+            m.ColumnSpec("ts", "UINT64"),
+        ),
     ),
-    m.CreateLogicalSource("clicks", (m.ColumnSpec("user", "VARSIZED"), m.ColumnSpec("ts", "UINT64"))),
+    m.CreateLogicalSource(
+        "clicks", (m.ColumnSpec("user", "VARSIZED"), m.ColumnSpec("ts", "UINT64"))
+    ),
     m.CreatePhysicalSource("orders", "FILE", {"file_path": "data/orders", "format": "CSV"}),
     m.CreatePhysicalSource("clicks", "GENERATOR", {"rate": 100}),
-    m.CreateSink("big_orders", (m.ColumnSpec("id", "UINT64"), m.ColumnSpec("amount", "FLOAT64")), "FILE",
-                 {"file_path": "out/big_orders.csv", "format": "CSV"}),
+    m.CreateSink(
+        "big_orders",
+        (m.ColumnSpec("id", "UINT64"), m.ColumnSpec("amount", "FLOAT64")),
+        "FILE",
+        {"file_path": "out/big_orders.csv", "format": "CSV"},
+    ),
     m.CreateSink("console", (m.ColumnSpec("user", "VARSIZED"),), "PRINT"),
 ]
 
@@ -28,7 +41,8 @@ def run_demo(address: str, console: Console) -> None:
         for request in DEMO_REQUESTS:
             try:
                 client.ask_blocking(request)
-                console.print(f"[green]✓[/] {request.kind} {getattr(request, 'name', getattr(request, 'logical_source', ''))}")
+                label = getattr(request, "name", getattr(request, "logical_source", ""))
+                console.print(f"[green]✓[/] {request.kind} {label}")
             except AlreadyExists as error:
                 console.print(f"[yellow]•[/] {error.message}")
         try:
@@ -55,5 +69,7 @@ def render_catalog(client: CoordinatorClient, console: Console) -> None:
     for column in ("name", "type", "schema"):
         table.add_column(column)
     for row in client.ask_blocking(m.ListSinks()):
-        table.add_row(row["name"], row["type"], ", ".join(f"{c['name']} {c['type']}" for c in row["schema"]))
+        table.add_row(
+            row["name"], row["type"], ", ".join(f"{c['name']} {c['type']}" for c in row["schema"])
+        )
     console.print(table)

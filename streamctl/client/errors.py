@@ -10,7 +10,9 @@ class CoordinatorError(Exception):
 
     code: str = ErrorCode.INTERNAL
 
-    def __init__(self, message: str, code: str | None = None, request_id: str | None = None) -> None:
+    def __init__(
+        self, message: str, code: str | None = None, request_id: str | None = None
+    ) -> None:
         super().__init__(f"{code or self.code}: {message}")
         self.message = message
         if code is not None:

@@ -30,7 +30,10 @@ log = logging.getLogger(__name__)
 
 
 def build_worker(
-    client: Client, catalog_url: str, executor: ThreadPoolExecutor, task_queue: str = COORDINATOR_TASK_QUEUE
+    client: Client,
+    catalog_url: str,
+    executor: ThreadPoolExecutor,
+    task_queue: str = COORDINATOR_TASK_QUEUE,
 ) -> Worker:
     catalog_engine(catalog_url)  # migrate before taking work
     activities = CatalogActivities(catalog_url)

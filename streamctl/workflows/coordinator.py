@@ -28,7 +28,7 @@ Guarantees
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -43,6 +43,8 @@ with workflow.unsafe.imports_passed_through():
         EventBatch,
         RequestBatch,
         Response,
+        compaction_key,
+        merge_events,
     )
     from streamctl.workflows.passes import CatalogPosition, PassInput, PassResult, PendingMessage
 
@@ -101,28 +103,6 @@ class CoordinatorStatus:
     config: CoordinatorConfig
 
 
-def _compaction_key(envelope: Envelope) -> tuple[str, str] | None:
-    body = envelope.body
-    if envelope.kind == "Heartbeat" and isinstance(body, dict) and isinstance(body.get("name"), str):
-        return ("Heartbeat", body["name"])
-    if envelope.kind == "Statistics" and isinstance(body, dict) and "query_id" in body:
-        return ("Statistics", str(body["query_id"]))
-    return None
-
-
-def _merge(older: Envelope, newer: Envelope) -> Envelope:
-    """Fold two compactable events into one that stands for both."""
-    if newer.kind == "Heartbeat":
-        old_count = older.body.get("count", 1)
-        new_count = newer.body.get("count", 1)
-        if isinstance(old_count, int) and isinstance(new_count, int):
-            return Envelope(
-                id=newer.id, kind=newer.kind, v=newer.v, body={**newer.body, "count": old_count + new_count}
-            )
-        return older  # not compactable after all: keep both in order (caller checks identity)
-    return newer
-
-
 def _size(envelope: Envelope) -> int:
     body = envelope.body
     return 64 + len(envelope.id) + (len(repr(body)) if isinstance(body, dict) else 0)
@@ -170,9 +150,13 @@ class CoordinatorWorkflow:
     @submit.validator
     def validate_submit(self, batch: RequestBatch) -> None:
         if self.draining:
-            raise ApplicationError("coordinator is continuing as new; retry", type="ContinuingAsNew")
+            raise ApplicationError(
+                "coordinator is continuing as new; retry", type="ContinuingAsNew"
+            )
         if not isinstance(batch.requests, list) or not batch.requests:
-            raise ApplicationError("a request batch needs at least one request", type="InvalidBatch")
+            raise ApplicationError(
+                "a request batch needs at least one request", type="InvalidBatch"
+            )
         if len(batch.requests) > MAX_REQUESTS_PER_UPDATE:
             raise ApplicationError(
                 f"a request batch holds at most {MAX_REQUESTS_PER_UPDATE} requests, "
@@ -180,8 +164,14 @@ class CoordinatorWorkflow:
                 type="InvalidBatch",
             )
         for envelope in batch.requests:
-            if not isinstance(envelope, Envelope) or not isinstance(envelope.id, str) or not envelope.id:
-                raise ApplicationError("every request needs a non-empty string id", type="InvalidBatch")
+            if (
+                not isinstance(envelope, Envelope)
+                or not isinstance(envelope.id, str)
+                or not envelope.id
+            ):
+                raise ApplicationError(
+                    "every request needs a non-empty string id", type="InvalidBatch"
+                )
             if envelope.id.startswith("~"):
                 raise ApplicationError("request ids may not start with '~'", type="InvalidBatch")
         if self._pending_requests() + len(batch.requests) > self.state.config.max_pending:
@@ -262,33 +252,32 @@ class CoordinatorWorkflow:
         """Wait until a batch is due: full, old enough, a liveness deadline, or draining."""
         config = self.state.config
         if not self.state.pending and not self.draining:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(
                     lambda: bool(self.state.pending) or self._continue_as_new_due(),
                     timeout=self._until_liveness_deadline(),
                 )
-            except asyncio.TimeoutError:
-                pass
         self._check_liveness_deadline()
         if not self.state.pending or self.draining:
             return
         waited = workflow.now().timestamp() - self.state.pending[0].received_at
         remaining = config.timeout - waited
         if len(self.state.pending) < config.batch_size and remaining > 0:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(
                     lambda: len(self.state.pending) >= config.batch_size,
                     timeout=remaining,
                 )
-            except asyncio.TimeoutError:
-                pass
 
     async def _run_pass(self) -> None:
         config = self.state.config
         batch: list[PendingMessage] = []
         batch_bytes = 0
         for pending in self.state.pending:
-            if batch and (len(batch) >= config.batch_size or batch_bytes + pending.size > config.max_batch_bytes):
+            if batch and (
+                len(batch) >= config.batch_size
+                or batch_bytes + pending.size > config.max_batch_bytes
+            ):
                 break
             batch.append(pending)
             batch_bytes += pending.size
@@ -327,13 +316,16 @@ class CoordinatorWorkflow:
     # --- helpers ---------------------------------------------------------------------------
 
     def _enqueue_event(self, envelope: Envelope, now: float) -> None:
-        key = _compaction_key(envelope)
+        key = compaction_key(envelope)
         if key is not None and key in self.compaction_index:
             index = self.compaction_index[key]
             older = self.state.pending[index]
-            merged = _merge(older.envelope, envelope)
-            if merged is not older.envelope:
-                self.state.pending[index] = PendingMessage(merged, now, False, _size(merged))
+            merged = merge_events(older.envelope, envelope)
+            if merged is not None:
+                # Keeps the older arrival time: a merged event must not delay its batch.
+                self.state.pending[index] = PendingMessage(
+                    merged, older.received_at, False, _size(merged)
+                )
                 return
         if key is not None:
             self.compaction_index[key] = len(self.state.pending)
@@ -343,7 +335,7 @@ class CoordinatorWorkflow:
         self.compaction_index = {}
         for index, pending in enumerate(self.state.pending):
             if not pending.is_request:
-                key = _compaction_key(pending.envelope)
+                key = compaction_key(pending.envelope)
                 if key is not None:
                     self.compaction_index[key] = index
 

@@ -133,10 +133,7 @@ class Request(Message):
 
 @dataclass(frozen=True)
 class Event(Message):
-    """A fire-and-forget message. ``compaction_key`` groups events that may be merged."""
-
-    def compaction_key(self) -> tuple[str, str] | None:
-        return None
+    """A fire-and-forget message. Some kinds compact: see :func:`compaction_key`."""
 
 
 @dataclass(frozen=True)
@@ -178,9 +175,6 @@ class Heartbeat(Event):
     load: int = 0
     capacity: int | None = None
     count: int = 1
-
-    def compaction_key(self) -> tuple[str, str] | None:
-        return (self.kind, self.name)
 
 
 @dataclass(frozen=True)
@@ -380,9 +374,6 @@ class Statistics(Event):
     query_id: int
     values: dict[str, float] = field(default_factory=dict)
 
-    def compaction_key(self) -> tuple[str, str] | None:
-        return (self.kind, str(self.query_id))
-
 
 @dataclass(frozen=True)
 class QueryStatusChanged(Event):
@@ -437,6 +428,46 @@ EVENT_TYPES: dict[str, type[Event]] = {
 
 INTERNAL_EVENT_KINDS = frozenset({CheckLiveness.kind})
 """Events only the workflow itself may emit; clients sending them are ignored."""
+
+
+COMPACTION_KEY_FIELDS: dict[str, str] = {Heartbeat.kind: "name", Statistics.kind: "query_id"}
+"""Event kinds that compact, and the body field naming the entity they are about."""
+
+
+def compaction_key(envelope: Envelope) -> tuple[str, str] | None:
+    """The key under which an event merges with earlier pending ones (None: never merges).
+
+    Works on raw envelopes because the workflow and the client's outbox compact without
+    decoding bodies; a body without the key field simply does not compact.
+    """
+    field_name = COMPACTION_KEY_FIELDS.get(envelope.kind)
+    body = envelope.body
+    if field_name is None or not isinstance(body, dict):
+        return None
+    value = body.get(field_name)
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        return None
+    return (envelope.kind, str(value))
+
+
+def merge_events(older: Envelope, newer: Envelope) -> Envelope | None:
+    """One envelope standing for both (same compaction key), or None when they cannot merge.
+
+    Heartbeats add their ``count`` so per-worker totals survive compaction; statistics keep
+    the newest values.
+    """
+    if newer.kind == Heartbeat.kind:
+        old_count = older.body.get("count", 1)
+        new_count = newer.body.get("count", 1)
+        if not (isinstance(old_count, int) and isinstance(new_count, int)):
+            return None
+        return Envelope(
+            id=newer.id,
+            kind=newer.kind,
+            v=newer.v,
+            body={**newer.body, "count": old_count + new_count},
+        )
+    return newer
 
 
 def stage_of(kind: str) -> int:

@@ -1,4 +1,7 @@
-"""Alembic environment: runs on the connection handed over by :func:`streamctl.catalog.store.migrate`."""
+"""Alembic environment.
+
+Runs on the connection handed over by :func:`streamctl.catalog.store.migrate`.
+"""
 
 from alembic import context
 

@@ -1,0 +1,167 @@
+"""``streamctl bench requests``: batched requests against one update per request, same run.
+
+Both measurements use the same private stack (Temporal dev server, one coordinator worker
+process, a scratch PostgreSQL catalog) and the same request mix; only the client's packing
+differs:
+
+* ``batched``: the client library as shipped, coalescing concurrent ``ask``s into updates.
+* ``naive``: one update per request (``max_requests_per_update=1``), eight in flight, which
+  is what a client without coalescing can do under the server's in-flight update limit.
+
+Each measurement gets its own coordinator workflow (its own config) on the shared catalog.
+The mix per caller cycles through create logical source, get it, create sink, get it, drop
+the logical source, so the catalog grows by one sink per cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from temporalio.client import Client
+
+from streamctl.bench.stack import bench_stack
+from streamctl.catalog.scratch import scratch_database
+from streamctl.client.client import CoordinatorClient
+from streamctl.worker.coordinator import ensure_coordinator
+from streamctl.workflows import messages as m
+from streamctl.workflows.coordinator import CoordinatorConfig
+
+SCHEMA = (m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("value", "FLOAT64"))
+CYCLE = 5
+
+
+def mixed_request(tag: str, caller: int, step: int) -> m.Request:
+    """The ``step``-th request of caller ``caller``: a create/get/drop cycle on its own names."""
+    name = f"{tag}_{caller}_{step // CYCLE}"
+    phase = step % CYCLE
+    if phase == 0:
+        return m.CreateLogicalSource(name, SCHEMA)
+    if phase == 1:
+        return m.GetLogicalSource(name)
+    if phase == 2:
+        return m.CreateSink(f"{name}_out", SCHEMA, "VOID")
+    if phase == 3:
+        return m.GetSink(f"{name}_out")
+    return m.DropLogicalSource(name)
+
+
+@dataclass
+class Measurement:
+    requests: int
+    seconds: float
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    updates_per_s: float
+    workflow_messages_per_s: float
+    errors: int
+    batch_size: int
+    timeout_s: float
+
+
+async def measure(
+    temporal: Client,
+    address: str,
+    config: CoordinatorConfig,
+    total: int,
+    concurrency: int,
+    *,
+    naive: bool,
+) -> Measurement:
+    tag = f"b{uuid.uuid4().hex[:8]}"
+    workflow_id = f"bench-{tag}"
+    handle = await ensure_coordinator(temporal, workflow_id=workflow_id, config=config)
+    options: dict[str, Any] = {"workflow_id": workflow_id}
+    if naive:
+        options.update(max_requests_per_update=1, max_inflight_updates=8)
+    client = await CoordinatorClient(address, **options).connect()
+    latencies: list[float] = []
+    errors = 0
+    per_caller = max(1, total // concurrency)
+
+    async def caller(index: int) -> None:
+        nonlocal errors
+        for step in range(per_caller):
+            started = time.perf_counter()
+            response = await client.ask_response(mixed_request(tag, index, step))
+            latencies.append(time.perf_counter() - started)
+            errors += 0 if response.ok else 1
+
+    try:
+        started = time.perf_counter()
+        await asyncio.gather(*(caller(i) for i in range(concurrency)))
+        seconds = time.perf_counter() - started
+    finally:
+        await asyncio.to_thread(client.close)
+        await handle.terminate("benchmark measurement done")
+    latencies.sort()
+    sent = client.stats
+    return Measurement(
+        requests=len(latencies),
+        seconds=round(seconds, 3),
+        rps=round(len(latencies) / seconds, 1),
+        p50_ms=round(statistics.median(latencies) * 1000, 2),
+        p99_ms=round(latencies[int(len(latencies) * 0.99) - 1] * 1000, 2),
+        updates_per_s=round(sent.updates_sent / seconds, 2),
+        workflow_messages_per_s=round((sent.updates_sent + sent.signals_sent) / seconds, 2),
+        errors=errors,
+        batch_size=config.batch_size,
+        timeout_s=config.timeout,
+    )
+
+
+SWEEP = [(batch_size, timeout) for batch_size in (100, 500, 1000) for timeout in (0.01, 0.05, 0.2)]
+
+
+async def _run(
+    server_url: str, requests: int, naive_requests: int, sweep: bool, concurrency: int
+) -> dict[str, Any]:
+    with scratch_database(server_url, prefix="streamctl_bench") as catalog_url:
+        async with bench_stack(catalog_url) as (address, temporal):
+            # Warm the worker (engine, migrations, imports) so neither side pays for it.
+            await measure(temporal, address, CoordinatorConfig(), 500, 50, naive=False)
+            batched = await measure(
+                temporal, address, CoordinatorConfig(), requests, concurrency, naive=False
+            )
+            naive = await measure(
+                temporal, address, CoordinatorConfig(), naive_requests, 8, naive=True
+            )
+            points = []
+            if sweep:
+                for batch_size, timeout in SWEEP:
+                    point = await measure(
+                        temporal,
+                        address,
+                        CoordinatorConfig(batch_size=batch_size, timeout=timeout),
+                        min(requests, 5000),
+                        concurrency,
+                        naive=False,
+                    )
+                    points.append(asdict(point))
+    return {
+        "catalog": "postgresql",
+        "batched_rps": batched.rps,
+        "naive_rps": naive.rps,
+        "speedup": round(batched.rps / naive.rps, 1),
+        "p50_ms": batched.p50_ms,
+        "p99_ms": batched.p99_ms,
+        "updates_per_s": batched.updates_per_s,
+        "workflow_messages_per_s": batched.workflow_messages_per_s,
+        "naive_p50_ms": naive.p50_ms,
+        "naive_updates_per_s": naive.updates_per_s,
+        "errors": batched.errors + naive.errors,
+        "batched": asdict(batched),
+        "naive": asdict(naive),
+        "sweep": points,
+    }
+
+
+def run_requests_bench(
+    server_url: str, requests: int, naive_requests: int, sweep: bool, concurrency: int = 1000
+) -> dict[str, Any]:
+    return asyncio.run(_run(server_url, requests, naive_requests, sweep, concurrency))

@@ -1,0 +1,39 @@
+"""A private embedded stack for one benchmark run.
+
+Benchmarks never touch a user's stack: each run starts its own Temporal dev server (free ports,
+state in a temporary directory) and coordinator worker processes through the same
+:class:`~streamctl.worker.supervisor.Supervisor` that ``streamctl up`` uses, and removes
+everything afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from temporalio.client import Client
+
+from streamctl.worker.supervisor import Supervisor
+from streamctl.worker.temporal_server import free_port
+from streamctl.workflows.coordinator import CoordinatorConfig
+
+
+@contextlib.asynccontextmanager
+async def bench_stack(catalog_url: str, coordinators: int = 1) -> AsyncIterator[tuple[str, Client]]:
+    """Yield the Temporal address and a connected client of a fresh stack."""
+    with tempfile.TemporaryDirectory(prefix="streamctl-bench-") as directory:
+        supervisor = Supervisor(
+            Path(directory),
+            catalog_url,
+            free_port(),
+            free_port(),
+            CoordinatorConfig(),
+            coordinators,
+        )
+        try:
+            client = await supervisor.start()
+            yield supervisor.address, client
+        finally:
+            supervisor.stop()

@@ -1,0 +1,647 @@
+"""Sinks as Spark streaming queries, and readers of what they committed (imports pyspark).
+
+Protocol: an agent starting a query calls :func:`start_sink` with the query's result
+DataFrame, the sink spec, the query's stable name and its checkpoint directory; it gets the
+running ``StreamingQuery``. The DataFrame's columns are matched to the sink schema by
+position and cast to the sink's Spark types. Tests and the systest runner read results back
+with :func:`read_file_sink` / :func:`read_file_sink_lines` and :func:`read_checksum`.
+
+Every sink rests on Spark's micro-batch protocol: a batch's offsets are logged in the
+checkpoint before it runs, its output is written, then the batch is marked committed; after a
+crash the last uncommitted batch runs again *with the same batch id and the same data*. A sink
+is exactly once when writing a batch twice has the effect of writing it once:
+
+* ``FILE`` (append mode): Spark's file sink. Files of a batch become visible by being listed
+  in the sink's metadata log (``_spark_metadata``), committed once per batch id; files of
+  failed attempts are never listed, and readers read only listed files. Exactly once. CSV is
+  NebulaStream's text (``connectors.nes_text``: no header, ``,``, ``NULL``, floats as
+  ``153.0``/``-1.826087``); JSON and Parquet are Spark's. Each query writes into
+  ``<sink root>/<query name>`` (:func:`sink_root`), since a Spark file sink owns its directory.
+* ``FILE`` (complete mode): each batch is the whole result; it is written to
+  ``_snapshots/batch-<id>`` and then ``_snapshots/LATEST`` is atomically switched to it.
+  Rewriting a batch rewrites the same snapshot. Exactly once. (No update mode.)
+* ``CHECKSUM``: NES's two numbers (tuples, byte sum of the NES CSV text mod 2**64) of each
+  batch are stored atomically in a file named by the batch id (complete mode: ``latest.json``,
+  replaced), so a replayed batch overwrites its own result; :func:`read_checksum` sums them.
+  Exactly once. Directory: ``<file_path>/<query name>``, or ``<checkpoint>/checksum``.
+  (No update mode: NES checksums a stream of rows, not of row updates.)
+* ``POSTGRESQL``: each batch is written on the driver in one PostgreSQL transaction together
+  with a marker row ``(query, stream id, batch id)`` in ``streamctl_sink_batches``; a batch
+  whose marker exists is skipped. The stream id is Spark's query id, kept in the checkpoint,
+  so a query started afresh (new checkpoint) is not mistaken for a replay. Exactly once.
+  Complete mode replaces the table's rows in that transaction.
+* ``PRINT``: rows to the agent's stdout (``[query] row``); a replayed batch prints again: at
+  least once. ``VOID``: Spark's ``noop`` sink.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from streamctl.planner.connectors.nes_text import (
+    Checksum,
+    format_float,
+    line_byte_sum,
+    parse_value,
+    plain_value,
+)
+from streamctl.planner.connectors.specs import ConnectorError, SinkSpec
+from streamctl.planner.types import FLOAT_TYPES, quote_identifier, spark_schema, spark_type
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+__all__ = [
+    "MARKER_TABLE",
+    "BatchWriter",
+    "ChecksumWriter",
+    "PostgresBatchWriter",
+    "PrintWriter",
+    "SnapshotWriter",
+    "batch_writer",
+    "checksum_directory",
+    "file_sink_directory",
+    "nes_csv_line",
+    "postgres_connect_args",
+    "read_checksum",
+    "read_file_sink",
+    "read_file_sink_lines",
+    "sink_root",
+    "start_batch_writer",
+    "start_sink",
+]
+
+log = logging.getLogger(__name__)
+
+MARKER_TABLE: Final = "streamctl_sink_batches"
+"""PostgreSQL table of committed batches: one row per (query, stream id, batch id)."""
+
+BatchWriter = Callable[["DataFrame", int], None]
+"""A ``foreachBatch`` function: writes one micro-batch, idempotently by batch id."""
+
+_SNAPSHOTS: Final = "_snapshots"
+_LATEST: Final = "LATEST"
+_OUTPUT_MODES: Final = ("append", "complete", "update")
+
+
+# --- entry point -----------------------------------------------------------------------------
+
+
+def start_sink(
+    df: DataFrame,
+    spec: SinkSpec,
+    *,
+    query_name: str,
+    checkpoint_dir: str,
+    output_mode: str,
+    available_now: bool,
+) -> StreamingQuery:
+    """Start the streaming query writing ``df`` into the sink (see the module docstring).
+
+    ``available_now`` runs it with ``trigger(availableNow=True)`` (bounded input: the query
+    stops after processing everything); otherwise micro-batches run as data arrives.
+    """
+    if output_mode not in _OUTPUT_MODES:
+        raise ConnectorError(f"output mode {output_mode!r}; expected one of {_OUTPUT_MODES}")
+    frame = _conform(df, spec)
+    if spec.type == "VOID":
+        writer = frame.writeStream.format("noop")
+        return _start(writer, query_name, checkpoint_dir, output_mode, available_now)
+    if spec.type == "FILE" and output_mode == "append":
+        return _start_file_sink(frame, spec, query_name, checkpoint_dir, available_now)
+    write = batch_writer(
+        spec, query_name=query_name, checkpoint_dir=checkpoint_dir, output_mode=output_mode
+    )
+    return start_batch_writer(
+        frame,
+        write,
+        query_name=query_name,
+        checkpoint_dir=checkpoint_dir,
+        output_mode=output_mode,
+        available_now=available_now,
+    )
+
+
+def batch_writer(
+    spec: SinkSpec, *, query_name: str, checkpoint_dir: str, output_mode: str
+) -> BatchWriter:
+    """The ``foreachBatch`` writer of a sink written batch by batch."""
+    if spec.type == "FILE":
+        if output_mode != "complete":
+            raise ConnectorError("FILE sinks support the append and complete output modes")
+        return SnapshotWriter(spec, file_sink_directory(spec, query_name))
+    if spec.type == "CHECKSUM":
+        if output_mode == "update":
+            raise ConnectorError("CHECKSUM sinks support the append and complete output modes")
+        directory = checksum_directory(spec, query_name, checkpoint_dir)
+        return ChecksumWriter(spec, directory, complete=output_mode == "complete")
+    if spec.type == "POSTGRESQL":
+        if output_mode == "update":
+            raise ConnectorError("POSTGRESQL sinks support the append and complete output modes")
+        return PostgresBatchWriter(spec, query_name, complete=output_mode == "complete")
+    if spec.type == "PRINT":
+        return PrintWriter(spec, query_name)
+    raise ConnectorError(f"{spec.type} sinks are not written batch by batch")
+
+
+def start_batch_writer(
+    df: DataFrame,
+    write: BatchWriter,
+    *,
+    query_name: str,
+    checkpoint_dir: str,
+    output_mode: str,
+    available_now: bool,
+) -> StreamingQuery:
+    """Start a streaming query handing each micro-batch to ``write`` (``foreachBatch``)."""
+    writer = df.writeStream.foreachBatch(write)
+    return _start(writer, query_name, checkpoint_dir, output_mode, available_now)
+
+
+def _start(
+    writer: Any, query_name: str, checkpoint_dir: str, output_mode: str, available_now: bool
+) -> StreamingQuery:
+    writer = (
+        writer.queryName(query_name)
+        .option("checkpointLocation", checkpoint_dir)
+        .outputMode(output_mode)
+    )
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    query: StreamingQuery = writer.start()
+    return query
+
+
+def _conform(df: DataFrame, spec: SinkSpec) -> DataFrame:
+    """The result's columns, by position, named and typed as the sink schema."""
+    from pyspark.sql import functions as F
+
+    if len(df.columns) != len(spec.schema):
+        raise ConnectorError(
+            f"sink {spec.name!r} has {len(spec.schema)} columns, the query writes "
+            f"{len(df.columns)}: {df.columns}"
+        )
+    return df.select(
+        *(
+            F.col(quote_identifier(source)).cast(spark_type(column["type"])).alias(column["name"])
+            for source, column in zip(df.columns, spec.schema, strict=True)
+        )
+    )
+
+
+# --- NebulaStream's CSV text in Spark --------------------------------------------------------
+
+
+def _format_float_or_null(value: float | None) -> str | None:
+    return None if value is None else format_float(value)
+
+
+def nes_csv_line(spec: SinkSpec, *, delimiter: str = ",", quote_strings: bool = False) -> Column:
+    """A string column: each row as NES's CSV formatter writes it (no newline).
+
+    Integers, booleans and strings are formatted by Spark; floating point numbers by a Python
+    UDF, because NES rounds like C's ``printf`` and Java's formatter rounds differently.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    float_text = F.udf(_format_float_or_null, StringType(), useArrow=False)
+    fields = []
+    for column in spec.schema:
+        value = F.col(quote_identifier(column["name"]))
+        nes_type = column["type"]
+        if nes_type in FLOAT_TYPES:
+            text = float_text(value)
+        elif nes_type == "BOOLEAN":
+            text = F.when(value, F.lit("true")).when(~value, F.lit("false"))
+        elif nes_type in ("CHAR", "VARSIZED") and quote_strings:
+            text = F.concat(F.lit('"'), value, F.lit('"'))
+        else:
+            text = value.cast("string")
+        fields.append(F.coalesce(text, F.lit("NULL")))
+    return F.concat_ws(delimiter, *fields)
+
+
+def _line_frame(df: DataFrame, spec: SinkSpec) -> DataFrame:
+    """One string column ``value`` with each row in the sink's text format."""
+    from pyspark.sql import functions as F
+
+    if spec.config.get("format", "CSV") == "JSON":
+        line = F.to_json(F.struct(*(F.col(quote_identifier(c)) for c in df.columns)))
+    else:
+        line = nes_csv_line(
+            spec,
+            delimiter=spec.config.get("field_delimiter", ","),
+            quote_strings=bool(spec.config.get("quote_strings", False)),
+        )
+    return df.select(line.alias("value"))
+
+
+# --- FILE ------------------------------------------------------------------------------------
+
+
+def _path_part(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]", "_", name) or "_"
+
+
+def sink_root(spec: SinkSpec) -> Path:
+    """A FILE sink's directory: option ``file_path``, else ``<state dir>/sinks/<sink name>``.
+
+    The default lets ``CREATE SINK ... TYPE File`` work without options, as in NebulaStream's
+    suite; ``STREAMCTL_STATE_DIR`` (``streamctl.config``) must then be the same for the agent
+    writing and the process reading.
+    """
+    from streamctl.config import state_dir
+
+    configured = spec.config["file_path"]
+    return Path(configured).absolute() if configured else state_dir() / "sinks" / spec.name
+
+
+def file_sink_directory(spec: SinkSpec, query_name: str) -> Path:
+    """Where a query writes a FILE sink: ``<sink root>/<query name>``."""
+    return sink_root(spec) / _path_part(query_name)
+
+
+def _start_file_sink(
+    frame: DataFrame, spec: SinkSpec, query_name: str, checkpoint_dir: str, available_now: bool
+) -> StreamingQuery:
+    directory = str(file_sink_directory(spec, query_name))
+    if spec.config["format"] == "CSV":
+        writer = _line_frame(frame, spec).writeStream.format("text")
+    else:
+        writer = frame.writeStream.format(spec.config["format"].lower())
+    writer = writer.option("path", directory)
+    return _start(writer, query_name, checkpoint_dir, "append", available_now)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` in one rename (readers see the old or the new file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+@dataclass
+class SnapshotWriter:
+    """FILE sink in complete mode: each batch's full result as a snapshot, then switched to."""
+
+    spec: SinkSpec
+    directory: Path
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        snapshots = self.directory / _SNAPSHOTS
+        target = snapshots / f"batch-{batch_id:020d}"
+        if self.spec.config["format"] == "CSV":
+            _line_frame(batch, self.spec).write.mode("overwrite").text(str(target))
+        else:
+            writer = batch.write.mode("overwrite").format(self.spec.config["format"].lower())
+            writer.save(str(target))
+        _write_atomically(snapshots / _LATEST, str(batch_id))
+        for old in snapshots.glob("batch-*"):
+            if old.name < target.name:
+                shutil.rmtree(old, ignore_errors=True)
+
+
+def _committed_files(directory: Path) -> list[Path]:
+    """Data files of a query's FILE sink output that a committed batch made visible."""
+    latest = directory / _SNAPSHOTS / _LATEST
+    if latest.exists():
+        snapshot = directory / _SNAPSHOTS / f"batch-{int(latest.read_text()):020d}"
+        return sorted(p for p in snapshot.iterdir() if p.is_file() and p.name[0] not in "._")
+    return _spark_metadata_files(directory / "_spark_metadata")
+
+
+def _spark_metadata_files(log_dir: Path) -> list[Path]:
+    """Files listed by a Spark file sink's metadata log (latest compaction plus later batches)."""
+    if not log_dir.is_dir():
+        return []
+    batches: dict[int, Path] = {}
+    compacted: dict[int, Path] = {}
+    for entry in log_dir.iterdir():
+        match = re.fullmatch(r"([0-9]+)(\.compact)?", entry.name)
+        if match:
+            (compacted if match.group(2) else batches)[int(match.group(1))] = entry
+    start = -1
+    logs: list[Path] = []
+    if compacted:
+        start = max(compacted)
+        logs.append(compacted[start])
+    logs.extend(batches[batch] for batch in sorted(batches) if batch > start)
+    files: dict[str, bool] = {}
+    for log_file in logs:
+        for line in log_file.read_text(encoding="utf-8").splitlines()[1:]:
+            if not line.strip():
+                continue
+            status = json.loads(line)
+            files[status["path"]] = status.get("action", "add") != "delete"
+    return [_local_path(uri) for uri, present in sorted(files.items()) if present]
+
+
+def _local_path(uri: str) -> Path:
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme not in ("", "file"):
+        raise ConnectorError(f"cannot read {uri!r} without Spark: not a local file")
+    return Path(urllib.parse.unquote(parsed.path))
+
+
+def _query_directories(spec: SinkSpec, query_name: str | None) -> list[Path]:
+    if query_name is not None:
+        return [file_sink_directory(spec, query_name)]
+    base = sink_root(spec)
+    if not base.is_dir():
+        return []
+    return sorted(p for p in base.iterdir() if p.is_dir() and p.name[0] not in "._")
+
+
+def _text_lines(files: Iterable[Path]) -> Iterator[str]:
+    for path in files:
+        yield from path.read_text(encoding="utf-8").splitlines()
+
+
+def read_file_sink_lines(spec: SinkSpec, query_name: str | None = None) -> list[str]:
+    """The committed text lines (CSV or JSON) of a FILE sink: one query's, or all queries'."""
+    if spec.type != "FILE" or spec.config["format"] == "PARQUET":
+        raise ConnectorError(f"{spec.describe()} has no text lines")
+    lines: list[str] = []
+    for directory in _query_directories(spec, query_name):
+        lines.extend(_text_lines(_committed_files(directory)))
+    return lines
+
+
+def read_file_sink(
+    session: SparkSession | None, spec: SinkSpec, query_name: str | None = None
+) -> list[tuple[Any, ...]]:
+    """The committed rows of a FILE sink as tuples of Python values (NULL is None).
+
+    Only files of committed batches are read (the metadata log, or the latest snapshot).
+    CSV and JSON need no Spark session; Parquet does.
+    """
+    if spec.type != "FILE":
+        raise ConnectorError(f"{spec.describe()} is not a FILE sink")
+    types = [column["type"] for column in spec.schema]
+    names = [column["name"] for column in spec.schema]
+    if spec.config["format"] == "PARQUET":
+        if session is None:
+            raise ConnectorError("reading a Parquet FILE sink needs a Spark session")
+        files = [f for d in _query_directories(spec, query_name) for f in _committed_files(d)]
+        if not files:
+            return []
+        frame = session.read.schema(spark_schema(spec.schema)).parquet(*(str(f) for f in files))
+        return [tuple(plain_value(v) for v in row) for row in frame.collect()]
+    lines = read_file_sink_lines(spec, query_name)
+    if spec.config["format"] == "JSON":
+        return [_json_row(json.loads(line), names) for line in lines]
+    delimiter = spec.config["field_delimiter"]
+    quoted = bool(spec.config["quote_strings"])
+    return [
+        tuple(
+            parse_value(t, text)
+            for t, text in zip(types, _split_line(line, types, delimiter, quoted), strict=True)
+        )
+        for line in lines
+    ]
+
+
+def _split_line(line: str, types: Sequence[str], delimiter: str, quoted: bool) -> list[str]:
+    """The fields of a CSV line written by a FILE sink.
+
+    NES writes strings as they are, so an unquoted string may contain the delimiter: with one
+    string column the surplus pieces belong to it; with several the line is ambiguous.
+    """
+    if quoted:
+        pattern = re.escape(delimiter) + r'(?=(?:[^"]*"[^"]*")*[^"]*$)'
+        return re.split(pattern, line)
+    pieces = line.split(delimiter)
+    surplus = len(pieces) - len(types)
+    if surplus == 0:
+        return pieces
+    strings = [i for i, t in enumerate(types) if t in ("CHAR", "VARSIZED")]
+    if surplus < 0 or len(strings) != 1:
+        raise ConnectorError(
+            f"cannot split the sink line {line!r} into {len(types)} fields; write strings "
+            "quoted (option quote_strings) when they may contain the delimiter"
+        )
+    at = strings[0]
+    return [
+        *pieces[:at],
+        delimiter.join(pieces[at : at + surplus + 1]),
+        *pieces[at + surplus + 1 :],
+    ]
+
+
+def _json_row(value: Mapping[str, Any], names: Sequence[str]) -> tuple[Any, ...]:
+    """A JSON line of Spark's JSON writer as a tuple (a missing field is NULL)."""
+    return tuple(value.get(name) for name in names)
+
+
+# --- CHECKSUM --------------------------------------------------------------------------------
+
+
+def checksum_directory(spec: SinkSpec, query_name: str, checkpoint_dir: str) -> Path:
+    """Where a query keeps its CHECKSUM results."""
+    if spec.config["file_path"]:
+        return Path(spec.config["file_path"]).absolute() / _path_part(query_name)
+    return Path(checkpoint_dir).absolute() / "checksum"
+
+
+@dataclass
+class ChecksumWriter:
+    """CHECKSUM sink: NES's checksum of each batch, stored under the batch id."""
+
+    spec: SinkSpec
+    directory: Path
+    complete: bool = False
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import LongType
+
+        byte_sum = F.udf(line_byte_sum, LongType(), useArrow=False)
+        lines = _line_frame(batch, self.spec)
+        totals = lines.agg(F.count(F.lit(1)), F.sum(byte_sum(F.col("value")))).first()
+        assert totals is not None
+        result = Checksum(int(totals[0]), int(totals[1] or 0) % 2**64)
+        content = json.dumps(
+            {"batch": batch_id, "tuples": result.tuples, "checksum": result.checksum}
+        )
+        name = "latest.json" if self.complete else f"batch-{batch_id:020d}.json"
+        _write_atomically(self.directory / name, content)
+
+
+def read_checksum(directory: str | Path) -> Checksum:
+    """The checksum of everything a CHECKSUM sink committed (``0 0`` before the first batch)."""
+    path = Path(directory)
+    latest = path / "latest.json"
+    parts = [latest] if latest.exists() else sorted(path.glob("batch-*.json"))
+    total = Checksum()
+    for part in parts:
+        stored = json.loads(part.read_text(encoding="utf-8"))
+        total = total + Checksum(stored["tuples"], stored["checksum"])
+    return total
+
+
+# --- PRINT -----------------------------------------------------------------------------------
+
+
+@dataclass
+class PrintWriter:
+    """PRINT sink: each row as a line on the agent's stdout, prefixed by the query name."""
+
+    spec: SinkSpec
+    query_name: str
+    out: Any = field(default=None, repr=False)
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        out = self.out or sys.stdout
+        count = 0
+        for row in _line_frame(batch, self.spec).toLocalIterator():
+            out.write(f"[{self.query_name}] {row[0]}\n")
+            count += 1
+        out.flush()
+        log.debug("query %s printed batch %s: %s rows", self.query_name, batch_id, count)
+
+
+# --- POSTGRESQL ------------------------------------------------------------------------------
+
+_POSTGRES_TYPES: Final[Mapping[str, str]] = {
+    "INT8": "smallint",
+    "INT16": "smallint",
+    "INT32": "integer",
+    "INT64": "bigint",
+    "UINT8": "smallint",
+    "UINT16": "integer",
+    "UINT32": "bigint",
+    "UINT64": "numeric(20,0)",
+    "FLOAT32": "real",
+    "FLOAT64": "double precision",
+    "BOOLEAN": "boolean",
+    "CHAR": "character(1)",
+    "VARSIZED": "text",
+}
+
+
+def postgres_connect_args(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``(conninfo, keyword overrides)`` for ``psycopg.connect`` from a canonical config."""
+    keywords = {
+        key: config[key]
+        for key in ("host", "port", "dbname", "user", "password")
+        if config[key] is not None
+    }
+    return config["url"] or "", keywords
+
+
+@dataclass
+class PostgresBatchWriter:
+    """POSTGRESQL sink: a batch and its marker row in one transaction; known batches skipped.
+
+    ``after_commit`` (tests) is called with the batch id after the transaction committed and
+    before Spark commits the batch -- where a crash makes Spark replay a written batch.
+    """
+
+    spec: SinkSpec
+    query_name: str
+    complete: bool = False
+    after_commit: Callable[[int], None] | None = None
+    _prepared: bool = field(default=False, repr=False)
+
+    def _table(self) -> Any:
+        from psycopg import sql
+
+        return sql.Identifier(*str(self.spec.config["table"]).split("."))
+
+    def _marker_table(self) -> Any:
+        from psycopg import sql
+
+        parts = str(self.spec.config["table"]).split(".")
+        return sql.Identifier(*parts[:-1], MARKER_TABLE)
+
+    def _prepare(self, connection: Any) -> None:
+        from psycopg import sql
+
+        columns = sql.SQL(", ").join(
+            sql.SQL("{} {}").format(
+                sql.Identifier(column["name"]),
+                sql.SQL(
+                    _POSTGRES_TYPES[column["type"]] + ("" if column["nullable"] else " NOT NULL")
+                ),
+            )
+            for column in self.spec.schema
+        )
+        with connection.transaction():
+            if self.spec.config["create_table"]:
+                connection.execute(
+                    sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(self._table(), columns)
+                )
+            connection.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (query text NOT NULL, stream_id text NOT NULL,"
+                    " batch_id bigint NOT NULL, sink_table text NOT NULL, row_count bigint,"
+                    " committed_at timestamptz NOT NULL DEFAULT now(),"
+                    " PRIMARY KEY (query, stream_id, batch_id))"
+                ).format(self._marker_table())
+            )
+        self._prepared = True
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        import psycopg
+        from psycopg import sql
+
+        stream_id = batch.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId") or ""
+        conninfo, keywords = postgres_connect_args(self.spec.config)
+        names = sql.SQL(", ").join(sql.Identifier(c["name"]) for c in self.spec.schema)
+        with psycopg.connect(conninfo, **keywords) as connection:
+            if not self._prepared:
+                self._prepare(connection)
+            with connection.transaction():
+                marker = connection.execute(
+                    sql.SQL(
+                        "INSERT INTO {} (query, stream_id, batch_id, sink_table) VALUES"
+                        " (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
+                    ).format(self._marker_table()),
+                    (self.query_name, stream_id, batch_id, self.spec.config["table"]),
+                )
+                if marker.rowcount == 0:
+                    log.info(
+                        "query %s: batch %s already in PostgreSQL, skipped",
+                        self.query_name,
+                        batch_id,
+                    )
+                    return
+                if self.complete:
+                    connection.execute(sql.SQL("DELETE FROM {}").format(self._table()))
+                rows = 0
+                with connection.cursor().copy(
+                    sql.SQL("COPY {} ({}) FROM STDIN").format(self._table(), names)
+                ) as copy:
+                    for row in batch.toLocalIterator():
+                        copy.write_row(tuple(row))
+                        rows += 1
+                connection.execute(
+                    sql.SQL(
+                        "UPDATE {} SET row_count = %s WHERE query = %s AND stream_id = %s"
+                        " AND batch_id = %s"
+                    ).format(self._marker_table()),
+                    (rows, self.query_name, stream_id, batch_id),
+                )
+        if self.after_commit is not None:
+            self.after_commit(batch_id)

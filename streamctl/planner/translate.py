@@ -1,0 +1,591 @@
+"""Translate a plan IR into a Spark Structured Streaming DataFrame (the only planner module
+that imports pyspark).
+
+:func:`build` turns a :class:`~streamctl.planner.plan.QueryPlan` into a streaming DataFrame
+whose columns are the plan's output (the sink's columns, in order, with the Spark types of
+:func:`streamctl.planner.types.spark_type`), plus how to run it.
+
+Semantics it guarantees (NebulaStream's, where Spark's differ):
+
+* **Integer arithmetic is C++'s**: ``+ - *`` and negation wrap around in the result type
+  (computed on 64-bit two's complement, then reduced to the type's width); ``/`` truncates
+  toward zero and ``%`` takes the dividend's sign; UINT64 (carried as ``DECIMAL(20,0)``)
+  wraps modulo 2^64; conversions between integer types wrap; a float converted to an integer
+  truncates toward zero. An integer division or modulo by zero yields NULL (NebulaStream's
+  behaviour is undefined there).
+* **Float arithmetic is IEEE**: FLOAT32 operations are computed in double and rounded to
+  single precision, which gives the single-precision result exactly; division by zero gives
+  an infinity or NaN instead of Spark's NULL.
+* To get wrapping instead of errors, the plan's operators are built with
+  ``spark.sql.ansi.enabled`` set to ``false`` (see :data:`SPARK_CONF`); Spark fixes an
+  expression's overflow behaviour when the DataFrame is analysed, so the session's setting is
+  restored afterwards (builds on one session are serialised while it is changed). Sources are
+  read before that, with the session's own settings. Under Spark Connect, analysis happens
+  when the query starts: start it inside :func:`spark_conf`.
+* **Windows** use the event-time column (milliseconds) through ``timestamp_millis``; start
+  and end are UINT64 milliseconds; windows start at multiples of the slide from time 0
+  (NebulaStream creates no windows before 0); each window is emitted once, when the
+  watermark (``allowed_lateness_ms`` behind the latest event) passes its end (append mode).
+* **Bounded input** (``bounded=True``): every window is emitted when the input ends. Each
+  window operator's input is unioned with a one-row *end-of-input marker* stream (a file
+  stream over a per-query directory under ``work_dir``) whose event time is
+  :data:`MARKER_EVENT_TIME_MS`; the watermark is defined after that union and the marker row
+  is dropped by a filter on the event-time column itself (a filter on any other column would
+  be pushed below the watermark into the scans). With ``trigger(availableNow=True)`` Spark
+  then runs one more, data-less batch that emits the remaining windows. Requirement: bounded
+  sources must deliver their rows in the first micro-batch (no ``maxFilesPerTrigger``-style
+  rate limits), else rows after the marker's batch count as late.
+* **Window joins** pair rows of both inputs that fall into the same window (by each side's
+  own event-time column): both sides get a watermark (and, when bounded, their own marker),
+  windows are assigned per side and the join condition includes window equality, so a pair
+  is produced once per common window, as NebulaStream does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Final
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from streamctl.planner import plan
+from streamctl.planner.errors import INVALID_STATEMENT, NOT_SUPPORTED, PlannerError
+from streamctl.planner.types import (
+    FLOAT_TYPES,
+    INTEGER_TYPES,
+    UNSIGNED_TYPES,
+    integer_range,
+    spark_type,
+)
+
+__all__ = [
+    "MARKER_EVENT_TIME_MS",
+    "SPARK_CONF",
+    "TranslatedQuery",
+    "build",
+    "spark_conf",
+]
+
+SPARK_CONF: Final[Mapping[str, str]] = {"spark.sql.ansi.enabled": "false"}
+"""Spark settings the translated expressions are built (and, under Spark Connect, must be
+started) with."""
+
+MARKER_EVENT_TIME_MS: Final = 3_000_000_000_000_000
+"""Event time of end-of-input marker rows (year ~97000): later than any real window end."""
+
+_MARKER: Final = "nes#marker"
+_EVENT_TIME: Final = "nes#event_time"
+_WINDOW: Final = "nes#window"
+_TWO_TO_64: Final = Decimal(2**64)
+_TWO_TO_63: Final = Decimal(2**63)
+_MILLIS_PER_DAY: Final = 86_400_000
+_ISO_TIMESTAMP: Final = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})?$"
+
+ReadSource = Callable[[str], DataFrame]
+"""Returns a streaming DataFrame with exactly a logical source's columns (catalog names)."""
+ReadInline = Callable[[plan.InlineScan], DataFrame]
+"""Returns a streaming DataFrame with exactly an inline source's schema columns."""
+
+
+@dataclass(frozen=True)
+class TranslatedQuery:
+    """A plan ready to start: ``dataframe.writeStream.outputMode(output_mode)``, with
+    ``trigger(availableNow=True)`` when ``available_now``.
+
+    ``flushes_windows_at_end`` says that end-of-input markers were wired in (bounded windowed
+    query); ``marker_directories`` are the directories they read (created by :func:`build`).
+    ``spark_conf`` are the settings the DataFrame was analysed with."""
+
+    dataframe: DataFrame
+    output_mode: str
+    available_now: bool
+    flushes_windows_at_end: bool
+    marker_directories: tuple[Path, ...]
+    spark_conf: Mapping[str, str]
+
+
+@contextlib.contextmanager
+def spark_conf(session: SparkSession, conf: Mapping[str, str] = SPARK_CONF) -> Iterator[None]:
+    """Apply ``conf`` to the session for the duration of the block, then restore it."""
+    previous = {key: session.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        session.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in previous.items():
+            if old is None:
+                session.conf.unset(key)
+            else:
+                session.conf.set(key, old)
+
+
+def build(
+    query_plan: plan.QueryPlan,
+    session: SparkSession,
+    read_source: ReadSource,
+    *,
+    bounded: bool,
+    work_dir: Path,
+    read_inline: ReadInline | None = None,
+) -> TranslatedQuery:
+    """Build the streaming DataFrame of ``query_plan``.
+
+    ``read_source(name)`` gives a logical source's rows; ``read_inline(scan)`` an inline
+    source's (queries with inline sources need it). ``bounded`` says that every source ends
+    (files, inline data): windows are then flushed at the end and the query should run with
+    ``trigger(availableNow=True)``. ``work_dir`` is a directory private to this query (its
+    marker directories go there; the same ``work_dir`` on restart reuses them).
+
+    Raises :class:`~streamctl.planner.errors.PlannerError` for plans it cannot run."""
+    # Sources are read with the session's own settings (connectors keep their semantics);
+    # only the plan's operators are built under SPARK_CONF, one build at a time so that
+    # concurrent builds on one session cannot see each other's temporary settings.
+    inputs = _read_inputs(query_plan.root, read_source, read_inline)
+    translator = _Translator(session, inputs, bounded, Path(work_dir))
+    with _CONF_LOCK, spark_conf(session):
+        try:
+            frame = translator.operator(query_plan.root)
+        except RecursionError:
+            raise PlannerError(INVALID_STATEMENT, "plan is nested too deeply") from None
+    return TranslatedQuery(
+        dataframe=frame,
+        output_mode="append",
+        available_now=bounded,
+        flushes_windows_at_end=bool(translator.marker_directories),
+        marker_directories=tuple(translator.marker_directories),
+        spark_conf=dict(SPARK_CONF),
+    )
+
+
+_CONF_LOCK: Final = threading.Lock()
+
+
+def _read_inputs(
+    root: plan.Operator, read_source: ReadSource, read_inline: ReadInline | None
+) -> dict[int, DataFrame]:
+    """The DataFrame of every scan of the plan, keyed by the scan node's identity."""
+    frames: dict[int, DataFrame] = {}
+    for operator in plan.walk(root):
+        if isinstance(operator, plan.Scan):
+            frames[id(operator)] = read_source(operator.source)
+        elif isinstance(operator, plan.InlineScan):
+            if read_inline is None:
+                raise PlannerError(
+                    NOT_SUPPORTED, f"inline source {operator.id} needs a reader for inline sources"
+                )
+            frames[id(operator)] = read_inline(operator)
+    return frames
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _col(name: str) -> Column:
+    return F.col(_quote(name))
+
+
+def _typed_null(type_name: str) -> Column:
+    return F.lit(None).cast(spark_type(type_name))
+
+
+class _Translator:
+    def __init__(
+        self, session: SparkSession, inputs: dict[int, DataFrame], bounded: bool, work_dir: Path
+    ) -> None:
+        self.session = session
+        self.inputs = inputs
+        self.bounded = bounded
+        self.work_dir = work_dir
+        self.marker_directories: list[Path] = []
+
+    # -- operators
+
+    def operator(self, operator: plan.Operator) -> DataFrame:
+        if isinstance(operator, plan.Scan | plan.InlineScan):
+            return self.inputs[id(operator)].select(
+                *(
+                    _col(column).cast(spark_type(f.type)).alias(f.name)
+                    for column, f in zip(operator.source_columns, operator.fields, strict=True)
+                )
+            )
+        if isinstance(operator, plan.Filter):
+            return self.operator(operator.input).filter(expression(operator.predicate))
+        if isinstance(operator, plan.Project):
+            return self.operator(operator.input).select(
+                *(expression(c.expr).alias(c.name) for c in operator.columns)
+            )
+        if isinstance(operator, plan.Union):
+            left = self.operator(operator.left)
+            right = self.operator(operator.right).select(
+                *(
+                    _col(r.name).alias(left_field.name)
+                    for r, left_field in zip(
+                        operator.right.fields, operator.left.fields, strict=True
+                    )
+                )
+            )
+            return left.unionByName(right)
+        if isinstance(operator, plan.WindowAggregate):
+            return self.window_aggregate(operator)
+        return self.window_join(operator)
+
+    def windowed_input(
+        self, operator: plan.Operator, time_column: str, window: plan.Window, suffix: str
+    ) -> tuple[DataFrame, str]:
+        """The input of a window operator with event time, watermark, (marker) and window
+        assignment: adds the struct column returned, named ``nes#window<suffix>``."""
+        frame = self.operator(operator)
+        time_type = next(f.type for f in operator.fields if f.name == time_column)
+        event_ms = _to_long_bits(_col(time_column), time_type)
+        event_time = _EVENT_TIME + suffix
+        if self.bounded:
+            frame = frame.withColumn(_MARKER, F.lit(False)).unionByName(
+                self.marker_rows(operator.fields)
+            )
+            event_ms = F.when(_col(_MARKER), F.lit(MARKER_EVENT_TIME_MS)).otherwise(event_ms)
+        frame = frame.withColumn(event_time, F.timestamp_millis(event_ms))
+        frame = frame.withWatermark(
+            _quote(event_time), f"{window.allowed_lateness_ms} milliseconds"
+        )
+        if self.bounded:
+            # The filter must be on the event-time column: Spark pushes filters on other
+            # columns below the watermark, where they would drop the marker too early.
+            marker_time = F.timestamp_millis(F.lit(MARKER_EVENT_TIME_MS))
+            frame = frame.filter(_col(event_time) < marker_time).drop(_MARKER)
+        window_name = _WINDOW + suffix
+        size = f"{window.size_ms} milliseconds"
+        if window.kind == "tumbling":
+            assigned = F.window(_col(event_time), size)
+        else:
+            assigned = F.window(_col(event_time), size, f"{window.slide_ms} milliseconds")
+        frame = frame.select(*(_col(f.name) for f in operator.fields), assigned.alias(window_name))
+        if window.kind == "sliding":
+            frame = frame.filter(
+                F.col(f"{_quote(window_name)}.start") >= F.timestamp_millis(F.lit(0))
+            )
+        return frame, window_name
+
+    def marker_rows(self, fields: tuple[plan.Field, ...]) -> DataFrame:
+        directory = self.work_dir / "end-of-input-markers" / str(len(self.marker_directories))
+        directory.mkdir(parents=True, exist_ok=True)
+        marker_file = directory / "marker.txt"
+        if not marker_file.exists():
+            marker_file.write_text("end of input\n")
+        self.marker_directories.append(directory)
+        stream = self.session.readStream.format("text").load(str(directory))
+        return stream.select(
+            *(_typed_null(f.type).alias(f.name) for f in fields), F.lit(True).alias(_MARKER)
+        )
+
+    def window_aggregate(self, operator: plan.WindowAggregate) -> DataFrame:
+        frame, window_name = self.windowed_input(
+            operator.input, operator.time_column, operator.window, ""
+        )
+        grouped = frame.groupBy(
+            _col(window_name), *(expression(key.expr).alias(key.name) for key in operator.keys)
+        )
+        aggregated = grouped.agg(*(_aggregate(a).alias(a.name) for a in operator.aggregates))
+        return aggregated.select(
+            _window_bound(window_name, "start").alias(operator.start_field),
+            _window_bound(window_name, "end").alias(operator.end_field),
+            *(_col(key.name) for key in operator.keys),
+            *(_wrap_value(_col(a.name), a.type).alias(a.name) for a in operator.aggregates),
+        )
+
+    def window_join(self, operator: plan.WindowJoin) -> DataFrame:
+        left, left_window = self.windowed_input(
+            operator.left, operator.left_time_column, operator.window, "#left"
+        )
+        right, right_window = self.windowed_input(
+            operator.right, operator.right_time_column, operator.window, "#right"
+        )
+        condition = _col(left_window) == _col(right_window)
+        if operator.condition is not None:
+            condition = condition & expression(operator.condition)
+        joined = left.join(right, condition, "inner")
+        return joined.select(
+            _window_bound(left_window, "start").alias(operator.start_field),
+            _window_bound(left_window, "end").alias(operator.end_field),
+            *(_col(f.name) for f in operator.left.fields),
+            *(_col(f.name) for f in operator.right.fields),
+        )
+
+
+def _window_bound(window_name: str, bound: str) -> Column:
+    return F.unix_millis(F.col(f"{_quote(window_name)}.{bound}")).cast(spark_type("UINT64"))
+
+
+def _aggregate(aggregate: plan.Aggregate) -> Column:
+    if aggregate.argument is None:
+        return F.count(F.lit(1))
+    argument = expression(aggregate.argument)
+    function = aggregate.function
+    if function == "count":
+        return F.count(argument)
+    if function == "min":
+        return F.min(argument)
+    if function == "max":
+        return F.max(argument)
+    if function == "sum":
+        return F.sum(argument)
+    as_double = argument.cast(T.DoubleType())
+    if function == "avg":
+        return F.avg(as_double)
+    return F.median(as_double)
+
+
+# ---- expressions -----------------------------------------------------------------------------
+
+
+def expression(node: plan.Expr) -> Column:
+    """The Spark column computing a plan expression (with NebulaStream's semantics)."""
+    if isinstance(node, plan.ColumnExpr):
+        return _col(node.name)
+    if isinstance(node, plan.LiteralExpr):
+        return _literal(node)
+    args = [expression(arg) for arg in node.args]
+    types = [arg.type for arg in node.args]
+    function = node.function
+    handler = _CALLS.get(function)
+    if handler is None:
+        raise PlannerError(NOT_SUPPORTED, f"function {function!r} cannot be translated")
+    return handler(args, types, node.type)
+
+
+def _literal(node: plan.LiteralExpr) -> Column:
+    target = spark_type(node.type)
+    if node.value is None:
+        return F.lit(None).cast(target)
+    if node.type in INTEGER_TYPES:
+        value = int(node.value)
+        if node.type == "UINT64":
+            return F.lit(Decimal(value)).cast(target)
+        return F.lit(value).cast(target)
+    if node.type in FLOAT_TYPES:
+        number = float(node.value)
+        if math.isnan(number) or math.isinf(number):
+            return F.lit(str(number)).cast(T.DoubleType()).cast(target)
+        return F.lit(number).cast(target)
+    if node.type == "BOOLEAN":
+        return F.lit(node.value == "TRUE")
+    return F.lit(node.value).cast(target)
+
+
+def _to_long_bits(value: Column, type_name: str) -> Column:
+    """An integer value as a Spark long holding its 64-bit two's complement pattern."""
+    if type_name == "UINT64":
+        return (
+            F.when(value >= F.lit(_TWO_TO_63), value - F.lit(_TWO_TO_64))
+            .otherwise(value)
+            .cast(T.LongType())
+        )
+    return value.cast(T.LongType())
+
+
+def _from_long_bits(bits: Column, type_name: str) -> Column:
+    """Reduce a 64-bit pattern to an integer type's width (C++ wrap-around), in its Spark type."""
+    target = spark_type(type_name)
+    if type_name == "UINT64":
+        as_decimal = bits.cast(T.DecimalType(20, 0))
+        return F.when(bits < 0, as_decimal + F.lit(_TWO_TO_64)).otherwise(as_decimal).cast(target)
+    if type_name in UNSIGNED_TYPES:
+        mask = integer_range(type_name)[1]
+        return bits.bitwiseAND(F.lit(mask)).cast(target)
+    return bits.cast(target)  # narrowing casts truncate to the low bits with ANSI mode off
+
+
+def _wrap_value(value: Column, type_name: str) -> Column:
+    """A value computed in a wider Spark type (sums) brought back to its NebulaStream type."""
+    if type_name in INTEGER_TYPES:
+        if type_name == "UINT64":
+            modulus = F.lit(_TWO_TO_64)
+            return F.pmod(value.cast(T.DecimalType(38, 0)), modulus).cast(spark_type(type_name))
+        return _from_long_bits(value.cast(T.LongType()), type_name)
+    return value.cast(spark_type(type_name))
+
+
+def _is_float(type_name: str) -> bool:
+    return type_name in FLOAT_TYPES
+
+
+def _integer_arithmetic(operation: Callable[[Column, Column], Column]) -> Callable[..., Column]:
+    def apply(args: list[Column], types: list[str], result: str) -> Column:
+        a, b = (_to_long_bits(arg, t) for arg, t in zip(args, types, strict=True))
+        return _from_long_bits(operation(a, b), result)
+
+    return apply
+
+
+def _arithmetic(operation: Callable[[Column, Column], Column]) -> Callable[..., Column]:
+    integer = _integer_arithmetic(operation)
+
+    def apply(args: list[Column], types: list[str], result: str) -> Column:
+        if _is_float(result):
+            a, b = (arg.cast(T.DoubleType()) for arg in args)
+            return operation(a, b).cast(spark_type(result))
+        return integer(args, types, result)
+
+    return apply
+
+
+def _divide(args: list[Column], types: list[str], result: str) -> Column:
+    a, b = args
+    if _is_float(result):
+        a, b = a.cast(T.DoubleType()), b.cast(T.DoubleType())
+        by_zero = (
+            F.when(a > 0, F.lit(math.inf)).when(a < 0, F.lit(-math.inf)).otherwise(F.lit(math.nan))
+        )
+        return F.when(b == 0, by_zero).otherwise(a / b).cast(spark_type(result))
+    if result == "UINT64":
+        exact_multiple = a.cast(T.DecimalType(21, 0)) - (a % b)
+        return (exact_multiple / b).cast(spark_type(result))
+    quotient = F.call_function("div", _to_long_bits(a, result), _to_long_bits(b, result))
+    return _from_long_bits(quotient, result)
+
+
+def _modulo(args: list[Column], types: list[str], result: str) -> Column:
+    a, b = args
+    if _is_float(result):
+        a, b = a.cast(T.DoubleType()), b.cast(T.DoubleType())
+        return F.when(b == 0, F.lit(math.nan)).otherwise(a % b).cast(spark_type(result))
+    if result == "UINT64":
+        return (a % b).cast(spark_type(result))
+    return _from_long_bits(_to_long_bits(a, result) % _to_long_bits(b, result), result)
+
+
+def _negate(args: list[Column], types: list[str], result: str) -> Column:
+    if _is_float(result):
+        return (-args[0]).cast(spark_type(result))
+    return _from_long_bits(F.lit(0).cast(T.LongType()) - _to_long_bits(args[0], types[0]), result)
+
+
+def _absolute(args: list[Column], types: list[str], result: str) -> Column:
+    if _is_float(result):
+        return F.abs(args[0]).cast(spark_type(result))
+    if result in UNSIGNED_TYPES:
+        return args[0]
+    return _from_long_bits(F.abs(_to_long_bits(args[0], types[0])), result)
+
+
+def _integral(rounding: Callable[[Column], Column]) -> Callable[..., Column]:
+    """CEIL/FLOOR/ROUND: identity on integers; on floats keep the type, and leave values that
+    are already integral (NaN, infinities, |x| >= 2^52) alone, as Spark would overflow them."""
+
+    def apply(args: list[Column], types: list[str], result: str) -> Column:
+        value = args[0]
+        if not _is_float(result):
+            return value
+        as_double = value.cast(T.DoubleType())
+        untouched = F.isnan(as_double) | (F.abs(as_double) >= F.lit(2.0**52))
+        rounded = rounding(as_double).cast(T.DoubleType())
+        return F.when(untouched, as_double).otherwise(rounded).cast(spark_type(result))
+
+    return apply
+
+
+def _double_function(function: Callable[..., Column]) -> Callable[..., Column]:
+    def apply(args: list[Column], types: list[str], result: str) -> Column:
+        return function(*(arg.cast(T.DoubleType()) for arg in args))
+
+    return apply
+
+
+def _compare(operation: Callable[[Column, Column], Column]) -> Callable[..., Column]:
+    def apply(args: list[Column], types: list[str], result: str) -> Column:
+        return operation(args[0], args[1])
+
+    return apply
+
+
+def _convert(args: list[Column], types: list[str], result: str) -> Column:
+    """C++ static_cast between NebulaStream types."""
+    value, source = args[0], types[0]
+    target = spark_type(result)
+    if source in INTEGER_TYPES and result in INTEGER_TYPES:
+        return _from_long_bits(_to_long_bits(value, source), result)
+    if _is_float(source) and result in INTEGER_TYPES:
+        as_double = value.cast(T.DoubleType())
+        if result == "UINT64":
+            truncated = F.when(as_double >= 0, F.floor(as_double.cast(T.DecimalType(38, 6))))
+            return _wrap_value(truncated, result)
+        return _from_long_bits(as_double.cast(T.LongType()), result)  # truncates toward zero
+    if result == "CHAR":
+        return F.substring(value, 1, 1)
+    return value.cast(target)
+
+
+def _iso_text_to_unix_ms(args: list[Column], types: list[str], result: str) -> Column:
+    """CASTTOUNIXTS: ISO-8601 text (offset optional, UTC if absent) -> UINT64 milliseconds; text
+    that is no such timestamp, or one before 1970, fails the query like NebulaStream's."""
+    text = args[0]
+    well_formed = text.rlike(_ISO_TIMESTAMP)
+    has_offset = text.rlike(r"(Z|[+-]\d{2}:\d{2})$")
+    with_offset = F.when(has_offset, text).otherwise(F.concat(text, F.lit("Z")))
+    millis = F.unix_millis(with_offset.cast(T.TimestampType()))
+    valid = well_formed & millis.isNotNull() & (millis >= 0)
+    failure = F.raise_error(F.concat(F.lit("CASTTOUNIXTS: not a timestamp since 1970: "), text))
+    return (
+        F.when(text.isNull(), F.lit(None))
+        .when(valid, millis)
+        .otherwise(failure)
+        .cast(spark_type(result))
+    )
+
+
+def _unix_ms_to_iso_text(args: list[Column], types: list[str], result: str) -> Column:
+    """CASTFROMUNIXTS: UINT64 milliseconds -> ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (UTC, whatever the
+    session's time zone)."""
+    millis = args[0].cast(T.LongType())
+    days = F.call_function("div", millis, F.lit(_MILLIS_PER_DAY))
+    of_day = millis % F.lit(_MILLIS_PER_DAY)
+    date = F.date_add(F.lit("1970-01-01").cast(T.DateType()), days.cast(T.IntegerType()))
+    clock = F.format_string(
+        "%02d:%02d:%02d.%03dZ",
+        F.call_function("div", of_day, F.lit(3_600_000)),
+        F.call_function("div", of_day, F.lit(60_000)) % 60,
+        F.call_function("div", of_day, F.lit(1_000)) % 60,
+        of_day % 1_000,
+    )
+    return F.concat(F.date_format(date, "yyyy-MM-dd"), F.lit("T"), clock)
+
+
+_CALLS: Final[dict[str, Callable[[list[Column], list[str], str], Column]]] = {
+    "add": _arithmetic(lambda a, b: a + b),
+    "sub": _arithmetic(lambda a, b: a - b),
+    "mul": _arithmetic(lambda a, b: a * b),
+    "div": _divide,
+    "mod": _modulo,
+    "neg": _negate,
+    "abs": _absolute,
+    "ceil": _integral(F.ceil),
+    "floor": _integral(F.floor),
+    "round": _integral(lambda value: F.round(value, 0)),
+    "sqrt": _double_function(F.sqrt),
+    "exp": _double_function(F.exp),
+    "pow": _double_function(F.pow),
+    "eq": _compare(lambda a, b: a == b),
+    "ne": _compare(lambda a, b: a != b),
+    "lt": _compare(lambda a, b: a < b),
+    "le": _compare(lambda a, b: a <= b),
+    "gt": _compare(lambda a, b: a > b),
+    "ge": _compare(lambda a, b: a >= b),
+    "eq_null_safe": _compare(lambda a, b: a.eqNullSafe(b)),
+    "and": _compare(lambda a, b: a & b),
+    "or": _compare(lambda a, b: a | b),
+    "not": lambda args, types, result: ~args[0],
+    "is_null": lambda args, types, result: args[0].isNull(),
+    "concat": lambda args, types, result: F.concat(*args),
+    "iso_text_to_unix_ms": _iso_text_to_unix_ms,
+    "unix_ms_to_iso_text": _unix_ms_to_iso_text,
+    "cast": _convert,
+}

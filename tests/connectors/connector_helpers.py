@@ -1,0 +1,56 @@
+"""Helpers shared by the connector tests (Spark ones use the session-scoped ``spark`` fixture)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from streamctl.planner.connectors.sinks import start_sink
+from streamctl.planner.connectors.sources import read_source
+from streamctl.planner.connectors.specs import SinkSpec, SourceSpec
+
+TESTDATA = Path(__file__).resolve().parents[3] / "shared/conformance/nes-systests/testdata"
+QUERY_TIMEOUT_S = 120
+_ids = itertools.count(1)
+
+
+def columns(*declarations: str) -> list[dict[str, Any]]:
+    """``"id UINT64"`` is NOT NULL, ``"v INT32?"`` nullable."""
+    result = []
+    for declaration in declarations:
+        name, type_name = declaration.split()
+        nullable = type_name.endswith("?")
+        result.append({"name": name, "type": type_name.rstrip("?"), "nullable": nullable})
+    return result
+
+
+def source(source_type: str, config: dict[str, Any], *declarations: str) -> SourceSpec:
+    return SourceSpec(next(_ids), source_type, config, columns(*declarations))
+
+
+def file_sink(directory: Path, *declarations: str, **config: Any) -> SinkSpec:
+    return SinkSpec("out", "FILE", {"file_path": str(directory), **config}, columns(*declarations))
+
+
+def run_bounded(
+    spark: Any,
+    source_spec: SourceSpec,
+    sink_spec: SinkSpec,
+    work: Path,
+    *,
+    query_name: str = "q",
+    output_mode: str = "append",
+) -> Any:
+    """Read the source, write the sink with availableNow, wait until the query finishes."""
+    frame = read_source(spark, source_spec, work / f"staging-{query_name}")
+    query = start_sink(
+        frame,
+        sink_spec,
+        query_name=query_name,
+        checkpoint_dir=str(work / f"checkpoint-{query_name}"),
+        output_mode=output_mode,
+        available_now=True,
+    )
+    assert query.awaitTermination(QUERY_TIMEOUT_S), "query did not finish in time"
+    return query
