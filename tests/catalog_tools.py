@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
 from sqlalchemy import func, select
@@ -20,8 +21,8 @@ from streamctl.catalog.models import (
     StoredResponse,
 )
 from streamctl.catalog.store import create_catalog_engine
-from streamctl.workflows.messages import Envelope
-from streamctl.workflows.passes import PassInput, PendingMessage
+from streamctl.workflows.messages import Envelope, Response
+from streamctl.workflows.passes import PassInput, request_batches_payload
 
 
 def dump(url: str) -> dict[str, Any]:
@@ -80,9 +81,10 @@ def replay_one_by_one(source_url: str, target_url: str) -> list[str]:
             id=row.request_id, kind=request["kind"], body=request["body"], v=request["v"]
         )
         result = activities.apply_pass(
-            PassInput("replay", pass_no, 0.0, [PendingMessage(envelope, 0.0, True)], 10.0, 30.0)
+            PassInput("replay", pass_no, 0.0, [], [0.0], 10.0, 30.0),
+            request_batches_payload([[envelope]]),
         )
-        replayed = result.responses[0]
+        replayed = Response(**json.loads(result.responses[0])[0])
         if (replayed.ok, replayed.error_code, _comparable(replayed.result)) != (
             row.ok,
             row.error_code,

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
+from streamctl.catalog.scratch import postgres_unavailable, scratch_database
 from streamctl.client.client import CoordinatorClient
 from streamctl.worker.coordinator import build_worker, ensure_coordinator
 from streamctl.worker.temporal_server import free_port, start_dev_server, wait_for_server
@@ -85,35 +86,13 @@ async def temporal_client(temporal: DevServer) -> Client:
     return await wait_for_server(temporal.address)
 
 
-def _pg_available() -> str | None:
-    try:
-        import psycopg
-
-        with psycopg.connect(PG_ADMIN_URL, connect_timeout=3, autocommit=True):
-            return None
-    except Exception as error:
-        return f"no PostgreSQL server at {PG_ADMIN_URL}: {error}"
-
-
 @contextlib.contextmanager
 def fresh_pg_database() -> Iterator[str]:
-    import psycopg
-
-    reason = _pg_available()
+    reason = postgres_unavailable(PG_ADMIN_URL)
     if reason:
         pytest.skip(reason)
-    name = f"streamctl_t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    base = PG_ADMIN_URL.rsplit("/", 1)[0]
-    try:
-        yield f"{base}/{name}"
-    finally:
-        from streamctl.catalog.store import dispose_all
-
-        dispose_all()
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database(PG_ADMIN_URL, prefix="streamctl_t") as url:
+        yield url
 
 
 @pytest.fixture

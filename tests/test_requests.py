@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 from catalog_tools import failed_workflow_tasks
+from temporalio.client import WorkflowUpdateFailedError
 
 from streamctl.client import errors
 from streamctl.client.client import new_id
@@ -189,12 +190,21 @@ async def test_bad_input_gets_a_per_request_error_and_no_failed_workflow_task(
             assert text in (response.error_message or ""), (envelope.kind, response.error_message)
 
         # Malformed at the transport level: the update is rejected, nothing else is hurt.
-        with pytest.raises(Exception):  # noqa: B017
-            await coordinator.handle.execute_update("submit", {"requests": "not a list"})
-        with pytest.raises(Exception):  # noqa: B017
+        with pytest.raises(WorkflowUpdateFailedError) as rejected:
+            await coordinator.handle.execute_update("submit", args=["not a list", []])
+        assert "Failed decoding arguments" in str(rejected.value.cause)
+        with pytest.raises(WorkflowUpdateFailedError) as rejected:
             await coordinator.handle.execute_update(
-                "submit", {"requests": [{"id": "", "kind": "ListSinks"}]}
+                "submit", args=[[""], [{"id": "", "kind": "ListSinks"}]]
             )
+        assert "non-empty string id" in str(rejected.value.cause)
+        # A malformed envelope inside a well-formed batch costs only its own answer.
+        answers = await coordinator.handle.execute_update(
+            "submit",
+            args=[["m1", "m2"], [42, {"id": "m2", "kind": "ListSinks", "body": {}, "v": 1}]],
+        )
+        assert answers[0]["error_code"] == ErrorCode.INVALID_REQUEST
+        assert answers[1]["ok"] and answers[1]["id"] == "m2"
         await coordinator.handle.signal("events", {"sender": 5, "seq": "x", "events": 3})
         await coordinator.handle.signal("events", "garbage")
 

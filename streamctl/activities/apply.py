@@ -472,6 +472,8 @@ def preload(view: CatalogView, messages: list[m.Message]) -> None:
     logical: set[str] = set()
     physical: set[int] = set()
     sinks: set[str] = set()
+    dropped_logical: set[str] = set()
+    dropped_sinks: set[str] = set()
     for message in messages:
         if isinstance(
             message,
@@ -480,6 +482,8 @@ def preload(view: CatalogView, messages: list[m.Message]) -> None:
             workers.add(message.name)
         elif isinstance(message, m.CreateLogicalSource | m.DropLogicalSource | m.GetLogicalSource):
             logical.add(message.name)
+            if isinstance(message, m.DropLogicalSource):
+                dropped_logical.add(message.name)
         elif isinstance(message, m.CreatePhysicalSource):
             logical.add(message.logical_source)
             if message.worker:
@@ -488,7 +492,13 @@ def preload(view: CatalogView, messages: list[m.Message]) -> None:
             physical.add(message.id)
         elif isinstance(message, m.CreateSink | m.DropSink | m.GetSink):
             sinks.add(message.name)
+            if isinstance(message, m.DropSink):
+                dropped_sinks.add(message.name)
     view.workers.preload(workers)
     view.logical_sources.preload(logical)
     view.physical_sources.preload(physical)
     view.sinks.preload(sinks)
+    # Drops check their dependents; load those for the whole batch at once.
+    view.load_physical_sources_of(dropped_logical)
+    view.load_queries_reading(dropped_logical)
+    view.load_queries_writing(dropped_sinks)

@@ -43,8 +43,12 @@ def body_size(body: Any) -> int:
     return len(json.dumps(body, separators=(",", ":"), default=str))
 
 
-def decode(envelope: m.Envelope, types: dict[str, type[m.Message]]) -> m.Message:
-    """The typed message of ``envelope``, or :class:`DecodeError`."""
+def decode(envelope: m.Envelope, types: dict[str, type[m.Message]], size: int) -> m.Message:
+    """The typed message of ``envelope``, or :class:`DecodeError`.
+
+    ``size`` is the body's size as the workflow measured it when the message arrived; the pass
+    does not serialize every body again just to check the limit.
+    """
     kind = envelope.kind
     cls = types.get(kind) if isinstance(kind, str) else None
     if cls is None:
@@ -59,7 +63,6 @@ def decode(envelope: m.Envelope, types: dict[str, type[m.Message]]) -> m.Message
     body = envelope.body
     if not isinstance(body, dict):
         raise DecodeError(ErrorCode.INVALID_REQUEST, f"{kind} body must be an object")
-    size = body_size(body)
     if size > MAX_REQUEST_BYTES:
         raise DecodeError(
             ErrorCode.TOO_LARGE,

@@ -6,34 +6,40 @@ Order of work inside :meth:`CatalogActivities.apply_pass`:
    pass (a retry racing an abandoned attempt) blocks on that row and then fails on its unique
    key, so only one attempt commits; a retry after a commit finds the row and replays.
 2. Answer requests whose id already has a stored response from that response (exactly once
-   across client retries and continue-as-new), and duplicates inside the batch from the first.
+   across client retries and continue-as-new), and repeats of an id inside the pass from its
+   first occurrence.
 3. Decode the rest; a malformed message gets its error code and nothing else happens for it.
 4. Apply in stages (workers, then sources and sinks, then queries), arrival order within a
    stage, each message against the state the previous ones left.
 5. Write the changelog, the responses (with their apply order) and the entity changes, and
    compute when the next agent's heartbeat age crosses a liveness threshold.
+
+The answers go back as one JSON array per request batch (see :mod:`streamctl.workflows.passes`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 from temporalio import activity
+from temporalio.common import RawValue
 
 from streamctl.activities import apply
-from streamctl.activities.decode import DecodeError, body_size, decode
+from streamctl.activities.decode import MAX_REQUEST_BYTES, DecodeError, body_size, decode
 from streamctl.catalog.models import ChangelogEntry, SnapshotVersion, StoredResponse
-from streamctl.catalog.store import catalog_engine
+from streamctl.catalog.store import bulk_insert, catalog_engine, one_of
 from streamctl.catalog.view import CatalogView
 from streamctl.lifecycle.agents import LivenessPolicy
 from streamctl.workflows import messages as m
-from streamctl.workflows.messages import ErrorCode, Response
-from streamctl.workflows.passes import CatalogPosition, PassInput, PassResult, PendingMessage
+from streamctl.workflows.messages import Envelope, ErrorCode, Response
+from streamctl.workflows.passes import CatalogPosition, PassInput, PassResult
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +65,7 @@ def _load_stored(session: Session, ids: Iterable[str]) -> dict[str, Response]:
     for start in range(0, len(wanted), 500):
         chunk = wanted[start : start + 500]
         for row in session.scalars(
-            select(StoredResponse).where(StoredResponse.request_id.in_(chunk))
+            select(StoredResponse).where(one_of(session, StoredResponse.request_id, chunk))
         ):
             found[row.request_id] = _stored(row)
     return found
@@ -84,16 +90,19 @@ class CatalogActivities:
         return CatalogPosition(version=int(version), last_pass_no=int(last_pass or 0))
 
     @activity.defn(name="apply_pass")
-    def apply_pass(self, pass_input: PassInput) -> PassResult:
+    def apply_pass(self, pass_input: PassInput, requests: RawValue) -> PassResult:
+        batches = _request_batches(requests, pass_input.request_batch_arrivals)
         engine = catalog_engine(self.catalog_url)
         with Session(engine, autoflush=False, expire_on_commit=False) as session:
             with session.begin():
-                result = self._apply(session, pass_input)
+                result = self._apply(session, pass_input, batches)
             return result
 
     # ------------------------------------------------------------------------------------
 
-    def _apply(self, session: Session, pass_input: PassInput) -> PassResult:
+    def _apply(
+        self, session: Session, pass_input: PassInput, batches: list[list[_Request]]
+    ) -> PassResult:
         claimed = session.scalar(
             select(SnapshotVersion).where(
                 SnapshotVersion.workflow_id == pass_input.workflow_id,
@@ -101,7 +110,7 @@ class CatalogActivities:
             )
         )
         if claimed is not None:
-            return self._replay(session, pass_input, claimed.version)
+            return self._replay(session, pass_input, batches, claimed.version)
 
         version = (session.scalar(select(func.max(SnapshotVersion.version))) or 0) + 1
         snapshot = SnapshotVersion(
@@ -116,82 +125,81 @@ class CatalogActivities:
         session.add(snapshot)
         session.flush()
 
-        requests = [p for p in pass_input.messages if p.is_request]
-        events = [p for p in pass_input.messages if not p.is_request]
-        answers = _load_stored(session, (p.envelope.id for p in requests))
-        first_of: dict[str, PendingMessage] = {}
-        work: list[tuple[PendingMessage, m.Message]] = []
+        requests = [request for batch in batches for request in batch]
+        answers = _load_stored(session, (r.id for r in requests))
+        first_of: dict[str, _Request] = {}
+        work: list[tuple[str, float, m.Message]] = []
 
-        for pending in requests:
-            envelope = pending.envelope
-            if envelope.id in answers or envelope.id in first_of:
-                continue  # answered before, or a duplicate of an earlier message in this batch
-            first_of[envelope.id] = pending
+        for request in requests:
+            if request.id in answers or request.id in first_of:
+                continue  # answered before, or a repeat of an earlier request in this pass
+            first_of[request.id] = request
+            if request.problem is not None:
+                answers[request.id] = _error(request.id, *request.problem, version)
+                continue
             try:
-                work.append((pending, decode(envelope, m.REQUEST_TYPES)))  # type: ignore[arg-type]
+                message = decode(request.envelope, m.REQUEST_TYPES, request.size)  # type: ignore[arg-type]
+                work.append((request.id, request.received_at, message))
             except DecodeError as error:
-                answers[envelope.id] = _error(envelope.id, error.code, error.message, version)
-        for pending in events:
-            if pending.envelope.kind in m.INTERNAL_EVENT_KINDS and pending.envelope.id[:1] != "~":
+                answers[request.id] = _error(request.id, error.code, error.message, version)
+        for pending in pass_input.events:
+            envelope = pending.envelope
+            if envelope.kind in m.INTERNAL_EVENT_KINDS and envelope.id[:1] != "~":
                 continue  # only the workflow itself ("~"-prefixed ids) may send internal events
             try:
-                work.append((pending, decode(pending.envelope, m.EVENT_TYPES)))  # type: ignore[arg-type]
+                message = decode(envelope, m.EVENT_TYPES, pending.size)  # type: ignore[arg-type]
+                work.append((envelope.id, pending.received_at, message))
             except DecodeError as error:
-                log.warning("dropping event %s: %s", pending.envelope.id, error.message)
+                log.warning("dropping event %s: %s", envelope.id, error.message)
 
         view = CatalogView(session, version, pass_input.now)
-        apply.preload(view, [message for _, message in work])
+        apply.preload(view, [message for _, _, message in work])
         ctx = apply.PassContext(
             view=view,
             liveness=LivenessPolicy(pass_input.suspect_after, pass_input.dead_after),
         )
-        ordered = sorted(
-            range(len(work)), key=lambda i: (work[i][1].stage, work[i][0].received_at, i)
-        )
+        ordered = sorted(range(len(work)), key=lambda i: (work[i][2].stage, work[i][1], i))
         changelog: list[dict[str, Any]] = []
         stored_rows: list[dict[str, Any]] = []
-        for seq, index in enumerate(ordered):
-            pending, message = work[index]
+        for index in ordered:
+            message_id, received_at, message = work[index]
             ctx.changes.clear()
             if isinstance(message, m.Event):
                 try:
-                    apply.EVENT_HANDLERS[message.kind](ctx, message, pending.received_at)
+                    apply.EVENT_HANDLERS[message.kind](ctx, message, received_at)
                 except apply.RequestFailed as error:
-                    log.warning("event %s refused: %s", pending.envelope.id, error.message)
+                    log.warning("event %s refused: %s", message_id, error.message)
             else:
-                response = self._answer(ctx, message, pending.envelope.id, version)
-                answers[pending.envelope.id] = response
-                stored_rows.append(_stored_row(pending, response, version, seq, snapshot))
+                response = self._answer(ctx, message, message_id, version)
+                answers[message_id] = response
+                stored_rows.append(
+                    _stored_row(first_of[message_id], response, len(stored_rows), snapshot)
+                )
             for change in ctx.changes:
                 changelog.append(
                     {
                         "version": version,
                         "seq": len(changelog),
-                        "message_id": pending.envelope.id,
+                        "message_id": message_id,
                         "entity": change.entity,
                         "key": change.key,
                         "action": change.action,
                         "reason": change.reason,
                     }
                 )
-        # Decode failures are answered too, in arrival order after the applied ones.
+        # Requests refused before applying are answered too, after the applied ones.
         applied_ids = {row["request_id"] for row in stored_rows}
-        for pending in first_of.values():
-            response = answers[pending.envelope.id]
-            if pending.envelope.id not in applied_ids and response.version == version:
+        for request in first_of.values():
+            if request.id not in applied_ids and answers[request.id].version == version:
                 stored_rows.append(
-                    _stored_row(
-                        pending, response, version, len(ordered) + len(stored_rows), snapshot
-                    )
+                    _stored_row(request, answers[request.id], len(stored_rows), snapshot)
                 )
 
         session.flush()
-        if changelog:
-            session.execute(insert(ChangelogEntry), changelog)
-        if stored_rows:
-            session.execute(insert(StoredResponse), stored_rows)
+        bulk_insert(session, ChangelogEntry, changelog)
+        bulk_insert(session, StoredResponse, stored_rows)
         snapshot.requests = len(requests)
-        snapshot.events = len(events)
+        snapshot.events = len(pass_input.events)
         snapshot.changes = len(changelog)
         if pass_input.pass_no % PRUNE_EVERY_PASSES == 0:
             session.execute(
@@ -202,7 +210,7 @@ class CatalogActivities:
         deadline = view.next_liveness_deadline(pass_input.suspect_after, pass_input.dead_after)
         return PassResult(
             version=version,
-            responses=[answers[p.envelope.id] for p in requests],
+            responses=_batch_answers(batches, answers),
             next_liveness_deadline=deadline,
             changes=len(changelog),
         )
@@ -219,7 +227,8 @@ class CatalogActivities:
             return _error(
                 request_id, ErrorCode.INTERNAL, f"{type(error).__name__}: {error}", version
             )
-        if body_size(result) > MAX_RESPONSE_BYTES:
+        # Only listings grow with the catalog; other answers are bounded by their request.
+        if message.kind in m.LISTING_KINDS and body_size(result) > MAX_RESPONSE_BYTES:
             return _error(
                 request_id,
                 ErrorCode.TOO_LARGE,
@@ -228,10 +237,15 @@ class CatalogActivities:
             )
         return Response(id=request_id, ok=True, result=result, version=version)
 
-    def _replay(self, session: Session, pass_input: PassInput, version: int) -> PassResult:
-        ids = [p.envelope.id for p in pass_input.messages if p.is_request]
-        answers = _load_stored(session, ids)
-        missing = [i for i in ids if i not in answers]
+    def _replay(
+        self,
+        session: Session,
+        pass_input: PassInput,
+        batches: list[list[_Request]],
+        version: int,
+    ) -> PassResult:
+        answers = _load_stored(session, (r.id for batch in batches for r in batch))
+        missing = [r.id for batch in batches for r in batch if r.id not in answers]
         if missing:  # cannot happen unless responses were pruned mid-flight
             raise RuntimeError(
                 f"pass {pass_input.pass_no} committed without answers for {missing[:3]}"
@@ -240,11 +254,77 @@ class CatalogActivities:
         deadline = view.next_liveness_deadline(pass_input.suspect_after, pass_input.dead_after)
         return PassResult(
             version=version,
-            responses=[answers[i] for i in ids],
+            responses=_batch_answers(batches, answers),
             next_liveness_deadline=deadline,
             changes=0,
             replayed=True,
         )
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One request of a batch as the pass reads it from the raw payload."""
+
+    id: str
+    envelope: Envelope
+    received_at: float
+    size: int
+    problem: tuple[str, str] | None = None
+
+
+def _request_batches(requests: RawValue, arrivals: list[float]) -> list[list[_Request]]:
+    """Parse the joined request batches; a malformed envelope becomes a refused request."""
+    data = requests.payload.data
+    raw_batches = json.loads(data)
+    # A batch under the per-request limit cannot hold an oversized request; only larger ones
+    # pay for measuring each body.
+    measure = len(data) > MAX_REQUEST_BYTES
+    batches: list[list[_Request]] = []
+    for raw_batch, received_at in zip(raw_batches, arrivals, strict=True):
+        batch: list[_Request] = []
+        for position, raw in enumerate(raw_batch if isinstance(raw_batch, list) else []):
+            request_id = raw.get("id") if isinstance(raw, dict) else None
+            if not isinstance(request_id, str) or not request_id:
+                request_id = f"~malformed-{received_at}-{position}"
+                batch.append(
+                    _Request(
+                        request_id,
+                        Envelope(request_id, ""),
+                        received_at,
+                        0,
+                        (ErrorCode.INVALID_REQUEST, "a request envelope needs a string 'id'"),
+                    )
+                )
+                continue
+            assert isinstance(raw, dict)
+            envelope = Envelope(
+                id=request_id,
+                kind=raw.get("kind"),  # type: ignore[arg-type]
+                body=raw.get("body"),  # type: ignore[arg-type]
+                v=raw.get("v"),  # type: ignore[arg-type]
+            )
+            size = body_size(envelope.body) if measure else 0
+            batch.append(_Request(request_id, envelope, received_at, size))
+        batches.append(batch)
+    return batches
+
+
+def _response_json(response: Response) -> dict[str, Any]:
+    return {
+        "id": response.id,
+        "ok": response.ok,
+        "result": response.result,
+        "error_code": response.error_code,
+        "error_message": response.error_message,
+        "version": response.version,
+    }
+
+
+def _batch_answers(batches: list[list[_Request]], answers: dict[str, Response]) -> list[str]:
+    return [
+        json.dumps([_response_json(answers[r.id]) for r in batch], separators=(",", ":"))
+        for batch in batches
+    ]
 
 
 def _error(request_id: str, code: str, message: str, version: int) -> Response:
@@ -254,12 +334,12 @@ def _error(request_id: str, code: str, message: str, version: int) -> Response:
 
 
 def _stored_row(
-    pending: PendingMessage, response: Response, version: int, seq: int, snapshot: SnapshotVersion
+    request: _Request, response: Response, seq: int, snapshot: SnapshotVersion
 ) -> dict[str, Any]:
-    envelope = pending.envelope
+    envelope = request.envelope
     return {
-        "request_id": envelope.id,
-        "version": version,
+        "request_id": request.id,
+        "version": snapshot.version,
         "seq": seq,
         "kind": str(envelope.kind)[:64],
         "request": {"kind": envelope.kind, "v": envelope.v, "body": envelope.body},

@@ -119,18 +119,19 @@ SWEEP = [(batch_size, timeout) for batch_size in (100, 500, 1000) for timeout in
 
 
 async def _run(
-    server_url: str, requests: int, naive_requests: int, sweep: bool, concurrency: int
+    server_url: str,
+    requests: int,
+    naive_requests: int,
+    sweep: bool,
+    base: CoordinatorConfig,
+    concurrency: int,
 ) -> dict[str, Any]:
     with scratch_database(server_url, prefix="streamctl_bench") as catalog_url:
         async with bench_stack(catalog_url) as (address, temporal):
             # Warm the worker (engine, migrations, imports) so neither side pays for it.
-            await measure(temporal, address, CoordinatorConfig(), 500, 50, naive=False)
-            batched = await measure(
-                temporal, address, CoordinatorConfig(), requests, concurrency, naive=False
-            )
-            naive = await measure(
-                temporal, address, CoordinatorConfig(), naive_requests, 8, naive=True
-            )
+            await measure(temporal, address, base, 500, 50, naive=False)
+            batched = await measure(temporal, address, base, requests, concurrency, naive=False)
+            naive = await measure(temporal, address, base, naive_requests, 8, naive=True)
             points = []
             if sweep:
                 for batch_size, timeout in SWEEP:
@@ -162,6 +163,13 @@ async def _run(
 
 
 def run_requests_bench(
-    server_url: str, requests: int, naive_requests: int, sweep: bool, concurrency: int = 1000
+    server_url: str,
+    requests: int,
+    naive_requests: int,
+    sweep: bool,
+    base: CoordinatorConfig | None = None,
+    concurrency: int = 1000,
 ) -> dict[str, Any]:
-    return asyncio.run(_run(server_url, requests, naive_requests, sweep, concurrency))
+    return asyncio.run(
+        _run(server_url, requests, naive_requests, sweep, base or CoordinatorConfig(), concurrency)
+    )

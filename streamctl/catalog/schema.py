@@ -10,24 +10,10 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-NES_TYPES: frozenset[str] = frozenset(
-    {
-        "INT8",
-        "INT16",
-        "INT32",
-        "INT64",
-        "UINT8",
-        "UINT16",
-        "UINT32",
-        "UINT64",
-        "FLOAT32",
-        "FLOAT64",
-        "BOOLEAN",
-        "CHAR",
-        "VARSIZED",
-        "TEXT",
-    }
-)
+from streamctl.planner.ast import NES_TYPE_NAMES
+
+# The planner's type names, plus TEXT, which catalogs written by NebulaStream may carry.
+NES_TYPES: frozenset[str] = frozenset(NES_TYPE_NAMES) | {"TEXT"}
 """Type names a column may have (``TEXT`` is NebulaStream's alias of ``VARSIZED``)."""
 
 SOURCE_TYPES: frozenset[str] = frozenset({"FILE", "INLINE", "GENERATOR", "TCP", "KAFKA"})

@@ -9,14 +9,30 @@ server costs one failed pass attempt, which Temporal retries.
 
 from __future__ import annotations
 
+import json
 import threading
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import (
+    JSON,
+    ColumnElement,
+    Engine,
+    Table,
+    any_,
+    bindparam,
+    create_engine,
+    event,
+    insert,
+)
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
+
+from streamctl.catalog.models import Base
 
 _MIGRATIONS_INI = Path(__file__).with_name("alembic.ini")
 _engines: dict[str, Engine] = {}
@@ -50,7 +66,8 @@ def create_catalog_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"timeout": 30})
         event.listen(engine, "connect", _enable_sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=4, max_overflow=4, pool_recycle=300)
+    engine = create_engine(url, pool_pre_ping=True, pool_size=4, max_overflow=4, pool_recycle=300)
+    return engine
 
 
 def catalog_engine(url: str) -> Engine:
@@ -73,6 +90,47 @@ def migrate(engine: Engine) -> None:
             connection.exec_driver_sql("SELECT pg_advisory_xact_lock(727001)")
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
+
+
+def bulk_insert(session: Session, model: type[Base], rows: list[dict[str, Any]]) -> None:
+    """Insert ``rows`` (all with the same keys) into ``model``'s table in the session's transaction.
+
+    On PostgreSQL this is one ``COPY ... FROM STDIN``: the pass writes a response and a
+    changelog row per request, and an executemany costs a round trip per row (half the pass at
+    2,000 requests). Elsewhere it is an executemany, which SQLite runs in-process.
+    """
+    if not rows:
+        return
+    connection = session.connection()
+    if connection.dialect.name != "postgresql":
+        session.execute(insert(model), rows)
+        return
+    table = model.__table__
+    assert isinstance(table, Table)
+    columns = list(rows[0])
+    json_columns = {c.name for c in table.columns if isinstance(c.type, JSON)}
+    quote = connection.dialect.identifier_preparer.quote
+    statement = f"COPY {quote(table.name)} ({', '.join(quote(c) for c in columns)}) FROM STDIN"
+    driver_connection = connection.connection.driver_connection
+    assert driver_connection is not None
+    with driver_connection.cursor() as cursor, cursor.copy(statement) as copy:
+        for row in rows:
+            copy.write_row([json.dumps(row[c]) if c in json_columns else row[c] for c in columns])
+
+
+def one_of(session: Session, column: Any, values: Iterable[Any]) -> ColumnElement[bool]:
+    """``column IN values`` for a batch of keys, as one bound array on PostgreSQL.
+
+    ``IN (:v1, ..., :v500)`` is a new statement text for every batch size, which psycopg parses
+    again each time (a few milliseconds per query at 500 keys); ``= ANY(:array)`` is one text.
+    """
+    values = list(values)
+    if session.get_bind().dialect.name == "postgresql":
+        return cast(
+            "ColumnElement[bool]",
+            column == any_(bindparam(None, values, type_=postgresql.ARRAY(column.type))),
+        )
+    return cast("ColumnElement[bool]", column.in_(values))
 
 
 def dispose_all() -> None:

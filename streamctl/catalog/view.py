@@ -29,6 +29,7 @@ from streamctl.catalog.models import (
     Sink,
     Worker,
 )
+from streamctl.catalog.store import one_of
 from streamctl.lifecycle.agents import AgentState
 
 K = TypeVar("K", bound=Hashable)
@@ -55,7 +56,7 @@ class EntityMap(Generic[K, Row]):
         for chunk_start in range(0, len(missing), 500):
             chunk = missing[chunk_start : chunk_start + 500]
             for row in self._session.scalars(
-                select(self._model).where(self._key_column.in_(chunk))
+                select(self._model).where(one_of(self._session, self._key_column, chunk))
             ):
                 self._rows[self._key_of(row)] = row
             for key in chunk:
@@ -115,6 +116,7 @@ class CatalogView:
         self._physical_loaded_for: set[str] = set()
         self._query_sources: dict[int, set[str]] = {}
         self._query_sources_loaded_for: set[str] = set()
+        self._query_sinks_loaded_for: set[str] = set()
         self._sequences: dict[str, IdSequence] = {}
 
     # --- dependents -----------------------------------------------------------------------
@@ -125,7 +127,9 @@ class CatalogView:
             return
         self.physical_sources.absorb(
             self.session.scalars(
-                select(PhysicalSource).where(PhysicalSource.logical_source.in_(names))
+                select(PhysicalSource).where(
+                    one_of(self.session, PhysicalSource.logical_source, names)
+                )
             )
         )
         self._physical_loaded_for.update(names)
@@ -136,22 +140,36 @@ class CatalogView:
             row for row in self.physical_sources.all_loaded() if row.logical_source == logical_name
         ]
 
-    def queries_reading(self, logical_name: str) -> list[Query]:
-        if logical_name not in self._query_sources_loaded_for:
-            links = self.session.execute(
-                select(QuerySource.query_id, QuerySource.logical_source).where(
-                    QuerySource.logical_source == logical_name
-                )
+    def load_queries_reading(self, logical_names: Iterable[str]) -> None:
+        names = [n for n in set(logical_names) if n not in self._query_sources_loaded_for]
+        if not names:
+            return
+        links = self.session.execute(
+            select(QuerySource.query_id, QuerySource.logical_source).where(
+                one_of(self.session, QuerySource.logical_source, names)
             )
-            for query_id, source in links:
-                self._query_sources.setdefault(query_id, set()).add(source)
-            self._query_sources_loaded_for.add(logical_name)
+        )
+        for query_id, source in links:
+            self._query_sources.setdefault(query_id, set()).add(source)
+        self._query_sources_loaded_for.update(names)
+
+    def queries_reading(self, logical_name: str) -> list[Query]:
+        self.load_queries_reading([logical_name])
         ids = [qid for qid, sources in self._query_sources.items() if logical_name in sources]
         self.queries.preload(ids)
         return [q for q in (self.queries.get(qid) for qid in ids) if q is not None]
 
+    def load_queries_writing(self, sink_names: Iterable[str]) -> None:
+        names = [n for n in set(sink_names) if n not in self._query_sinks_loaded_for]
+        if not names:
+            return
+        self.queries.absorb(
+            self.session.scalars(select(Query).where(one_of(self.session, Query.sink, names)))
+        )
+        self._query_sinks_loaded_for.update(names)
+
     def queries_writing(self, sink_name: str) -> list[Query]:
-        self.queries.absorb(self.session.scalars(select(Query).where(Query.sink == sink_name)))
+        self.load_queries_writing([sink_name])
         return [q for q in self.queries.all_loaded() if q.sink == sink_name]
 
     # --- ids ------------------------------------------------------------------------------

@@ -19,10 +19,14 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.table import Table
-from temporalio.client import Client
 
 from streamctl import config
-from streamctl.workflows.coordinator import COORDINATOR_WORKFLOW_ID, CoordinatorConfig
+from streamctl.workflows.coordinator import (
+    COORDINATOR_TASK_QUEUE,
+    COORDINATOR_WORKFLOW_ID,
+    CoordinatorConfig,
+)
+from streamctl.workflows.wire import connect
 
 app = typer.Typer(
     help="Coordinator for continuous stream queries on Temporal and Spark.", no_args_is_help=True
@@ -131,7 +135,7 @@ def down(state_dir: Path | None = typer.Option(None)) -> None:
 def _status(address: str, workflow_id: str = COORDINATOR_WORKFLOW_ID) -> dict[str, Any] | None:
     async def query() -> dict[str, Any] | None:
         try:
-            client = await asyncio.wait_for(Client.connect(address), 5)
+            client = await asyncio.wait_for(connect(address), 5)
             handle = client.get_workflow_handle(workflow_id)
             status = await asyncio.wait_for(handle.query("status"), 10)
             return dict(status) if isinstance(status, dict) else None
@@ -184,6 +188,7 @@ def coordinator(
     start_workflow: bool = typer.Option(
         True, help="Start the coordinator workflow if it is not running."
     ),
+    task_queue: str = typer.Option(COORDINATOR_TASK_QUEUE, help="Task queue to poll."),
 ) -> None:
     """Run a coordinator worker (several may run; Temporal balances them)."""
     import logging
@@ -199,6 +204,7 @@ def coordinator(
                 _address(address),
                 config.namespace(),
                 catalog or config.catalog_url(),
+                task_queue=task_queue,
                 start_workflow=start_workflow,
                 config=CoordinatorConfig(
                     batch_size=config.batch_size(), timeout=config.batch_timeout()
@@ -246,11 +252,15 @@ def bench_requests(
     requests: int = typer.Option(20_000, help="Requests in the batched run."),
     naive_requests: int = typer.Option(2_000, help="Requests in the one-update-per-request run."),
     sweep: bool = typer.Option(True, help="Sweep batch_size/timeout."),
+    batch_size: int = typer.Option(CoordinatorConfig.batch_size, help="Coordinator batch_size."),
+    timeout: float = typer.Option(CoordinatorConfig.timeout, help="Coordinator timeout (s)."),
+    concurrency: int = typer.Option(4000, help="Concurrent callers in the batched runs."),
 ) -> None:
     """Batched requests/s against one update per request, same run, PostgreSQL catalog."""
     from streamctl.bench.requests import run_requests_bench
 
-    result = run_requests_bench(catalog, requests, naive_requests, sweep)
+    base = CoordinatorConfig(batch_size=batch_size, timeout=timeout)
+    result = run_requests_bench(catalog, requests, naive_requests, sweep, base, concurrency)
     print(json.dumps(result) if as_json else json.dumps(result, indent=2))
 
 

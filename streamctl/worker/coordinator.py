@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from concurrent.futures import ThreadPoolExecutor
+import multiprocessing
+from concurrent.futures import Executor, ProcessPoolExecutor
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.worker import Worker
+from temporalio.worker import SharedStateManager, Worker
 
 from streamctl.activities.passes import CatalogActivities
 from streamctl.catalog.store import catalog_engine
@@ -25,16 +26,26 @@ from streamctl.workflows.coordinator import (
     CoordinatorInput,
     CoordinatorWorkflow,
 )
+from streamctl.workflows.wire import connect
 
 log = logging.getLogger(__name__)
+
+ACTIVITY_SLOTS = 2
+"""Passes run one at a time per coordinator; the second slot serves ``catalog_position``."""
 
 
 def build_worker(
     client: Client,
     catalog_url: str,
-    executor: ThreadPoolExecutor,
+    executor: Executor,
     task_queue: str = COORDINATOR_TASK_QUEUE,
+    shared_state_manager: SharedStateManager | None = None,
 ) -> Worker:
+    """The coordinator worker; ``executor`` runs the catalog activities.
+
+    A thread pool shares the interpreter lock with the workflow tasks; a process pool (what
+    :func:`run_coordinator_worker` uses) lets a pass run while the next updates are accepted.
+    """
     catalog_engine(catalog_url)  # migrate before taking work
     activities = CatalogActivities(catalog_url)
     return Worker(
@@ -43,7 +54,8 @@ def build_worker(
         workflows=[CoordinatorWorkflow],
         activities=[activities.apply_pass, activities.catalog_position],
         activity_executor=executor,
-        max_concurrent_activities=executor._max_workers,
+        max_concurrent_activities=ACTIVITY_SLOTS,
+        shared_state_manager=shared_state_manager,
     )
 
 
@@ -73,9 +85,20 @@ async def run_coordinator_worker(
     config: CoordinatorConfig | None = None,
     ready: asyncio.Event | None = None,
 ) -> None:
-    client = await Client.connect(address, namespace=namespace)
-    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="catalog") as executor:
-        worker = build_worker(client, catalog_url, executor, task_queue)
+    client = await connect(address, namespace)
+    # Spawned, not forked: this process already runs gRPC and asyncio threads.
+    context = multiprocessing.get_context("spawn")
+    with (
+        context.Manager() as manager,
+        ProcessPoolExecutor(max_workers=ACTIVITY_SLOTS, mp_context=context) as executor,
+    ):
+        worker = build_worker(
+            client,
+            catalog_url,
+            executor,
+            task_queue,
+            SharedStateManager.create_from_multiprocessing(manager),
+        )
         async with worker:
             if start_workflow:
                 await ensure_coordinator(client, config=config, task_queue=task_queue)

@@ -2,21 +2,28 @@
 
 Protocol
 --------
-* Clients send requests with the ``submit`` update (a :class:`RequestBatch`; the update returns
-  one :class:`Response` per request, in order) and events with the ``events`` signal (an
-  :class:`EventBatch`). The ``status`` query reports snapshot version, pending count, passes run
-  and the last pass's duration.
-* The workflow buffers messages in arrival order and runs a **pass** when ``batch_size``
-  messages are pending or ``timeout`` has passed since the oldest pending one. A pass is one
-  ``apply_pass`` activity (one catalog transaction); the next batch gathers while it runs.
+* Clients send requests with the ``submit(ids, requests)`` update: the request ids and the list
+  of request :class:`Envelope` objects; the update returns the list of :class:`Response`
+  objects, one per request, in order. Events travel in the ``events`` signal (an
+  :class:`EventBatch`). The ``status`` query reports snapshot version, pending count, passes
+  run and the last pass's duration.
+* The workflow buffers request batches and events in arrival order and runs a **pass** when
+  ``batch_size`` messages are pending or ``timeout`` has passed since the oldest pending one.
+  A pass takes whole request batches up to ``batch_size`` requests (always at least one) and
+  up to ``batch_size`` events. A pass is one ``apply_pass`` activity (one catalog
+  transaction); the next batch gathers while it runs.
+* Request payloads stay raw in the workflow: the update's ``requests`` argument is handed to
+  the pass activity and the activity's per-batch answer back to the update, byte for byte
+  (:mod:`streamctl.workflows.passes`). Parsing thousands of bodies per second in workflow
+  code was most of the coordinator worker's CPU.
 * Update validation refuses a batch (before it enters history) when the buffer is full
   (``Busy``) or the run is draining for continue-as-new (``ContinuingAsNew``); clients retry
   those with the same ids after a backoff.
 
 Guarantees
 ----------
-* Every accepted request is answered exactly once: a request id already pending is not queued
-  twice, and the pass activity answers ids it has answered before from the catalog.
+* Every accepted request is answered exactly once: the pass activity answers an id it has
+  answered before from the catalog, and a repeat inside one pass from its first occurrence.
 * Events of the same worker compact (heartbeats add their counts), so the buffer is bounded by
   entities, not by rate; a signal batch seen before from the same sender is dropped.
 * Nothing a client sends is interpreted here beyond an envelope's kind and id: bodies are
@@ -24,6 +31,7 @@ Guarantees
 * Continue-as-new happens after ``passes_per_run`` passes or when Temporal suggests it: the run
   refuses new updates, answers every accepted request, waits for its handlers and carries
   :class:`CoordinatorState` (version, pass number, pending events, sender marks) to the next run.
+  No request batch is pending at that point, so no raw payload needs carrying.
 """
 
 from __future__ import annotations
@@ -37,16 +45,25 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from temporalio.api.common.v1 import Payload
+    from temporalio.common import RawValue
+
     from streamctl.workflows.messages import (
         CheckLiveness,
         Envelope,
         EventBatch,
-        RequestBatch,
-        Response,
         compaction_key,
         merge_events,
     )
-    from streamctl.workflows.passes import CatalogPosition, PassInput, PassResult, PendingMessage
+    from streamctl.workflows.passes import (
+        JSON_ENCODING,
+        CatalogPosition,
+        PassInput,
+        PassResult,
+        PendingMessage,
+        join_request_batches,
+        json_payload,
+    )
 
 COORDINATOR_WORKFLOW_ID = "coordinator"
 COORDINATOR_TASK_QUEUE = "coordinator"
@@ -103,6 +120,16 @@ class CoordinatorStatus:
     config: CoordinatorConfig
 
 
+@dataclass
+class _RequestBatch:
+    """One ``submit`` update's requests, raw, until a pass answers them."""
+
+    ids: list[str]
+    payload: Payload
+    received_at: float
+    answer: str | None = None
+
+
 def _size(envelope: Envelope) -> int:
     body = envelope.body
     return 64 + len(envelope.id) + (len(repr(body)) if isinstance(body, dict) else 0)
@@ -115,9 +142,8 @@ class CoordinatorWorkflow:
         self.state = workflow_input.state or CoordinatorState(
             config=workflow_input.config or CoordinatorConfig()
         )
-        self.results: dict[str, Response] = {}
-        self.waiters: dict[str, int] = {}
-        self.queued_ids: set[str] = {p.envelope.id for p in self.state.pending if p.is_request}
+        self.request_batches: list[_RequestBatch] = []
+        self.pending_requests = 0
         self.compaction_index: dict[tuple[str, str], int] = {}
         self.draining = False
         self.passes_this_run = 0
@@ -126,55 +152,41 @@ class CoordinatorWorkflow:
     # --- messages in ---------------------------------------------------------------------
 
     @workflow.update
-    async def submit(self, batch: RequestBatch) -> list[Response]:
-        now = workflow.now().timestamp()
-        ids = [envelope.id for envelope in batch.requests]
-        for envelope in batch.requests:
-            self.waiters[envelope.id] = self.waiters.get(envelope.id, 0) + 1
-            if envelope.id in self.queued_ids or envelope.id in self.results:
-                continue
-            self.queued_ids.add(envelope.id)
-            self.state.pending.append(PendingMessage(envelope, now, True, _size(envelope)))
-        try:
-            await workflow.wait_condition(lambda: all(i in self.results for i in ids))
-            return [self.results[i] for i in ids]
-        finally:
-            for request_id in ids:
-                remaining = self.waiters.get(request_id, 1) - 1
-                if remaining <= 0:
-                    self.waiters.pop(request_id, None)
-                    self.results.pop(request_id, None)
-                else:
-                    self.waiters[request_id] = remaining
+    async def submit(self, ids: list[str], requests: RawValue) -> RawValue:
+        batch = _RequestBatch(ids, requests.payload, workflow.now().timestamp())
+        self.request_batches.append(batch)
+        self.pending_requests += len(ids)
+        await workflow.wait_condition(lambda: batch.answer is not None)
+        assert batch.answer is not None
+        return json_payload(batch.answer.encode())
 
     @submit.validator
-    def validate_submit(self, batch: RequestBatch) -> None:
+    def validate_submit(self, ids: list[str], requests: RawValue) -> None:
+        config = self.state.config
         if self.draining:
             raise ApplicationError(
                 "coordinator is continuing as new; retry", type="ContinuingAsNew"
             )
-        if not isinstance(batch.requests, list) or not batch.requests:
+        if not ids or not all(isinstance(i, str) and i for i in ids):
             raise ApplicationError(
-                "a request batch needs at least one request", type="InvalidBatch"
-            )
-        if len(batch.requests) > MAX_REQUESTS_PER_UPDATE:
-            raise ApplicationError(
-                f"a request batch holds at most {MAX_REQUESTS_PER_UPDATE} requests, "
-                f"got {len(batch.requests)}",
+                "a request batch needs at least one request, each with a non-empty string id",
                 type="InvalidBatch",
             )
-        for envelope in batch.requests:
-            if (
-                not isinstance(envelope, Envelope)
-                or not isinstance(envelope.id, str)
-                or not envelope.id
-            ):
-                raise ApplicationError(
-                    "every request needs a non-empty string id", type="InvalidBatch"
-                )
-            if envelope.id.startswith("~"):
-                raise ApplicationError("request ids may not start with '~'", type="InvalidBatch")
-        if self._pending_requests() + len(batch.requests) > self.state.config.max_pending:
+        if len(ids) > MAX_REQUESTS_PER_UPDATE:
+            raise ApplicationError(
+                f"a request batch holds at most {MAX_REQUESTS_PER_UPDATE} requests, got {len(ids)}",
+                type="InvalidBatch",
+            )
+        payload = requests.payload
+        if payload.metadata.get("encoding") != JSON_ENCODING:
+            raise ApplicationError("request batches must be JSON", type="InvalidBatch")
+        if len(payload.data) > config.max_batch_bytes:
+            raise ApplicationError(
+                f"a request batch may hold at most {config.max_batch_bytes} bytes, "
+                f"got {len(payload.data)}",
+                type="InvalidBatch",
+            )
+        if self.pending_requests + len(ids) > config.max_pending:
             raise ApplicationError("coordinator buffer is full; retry later", type="Busy")
 
     @workflow.signal
@@ -195,8 +207,8 @@ class CoordinatorWorkflow:
     def status(self) -> CoordinatorStatus:
         return CoordinatorStatus(
             version=self.state.version,
-            pending=len(self.state.pending),
-            pending_requests=self._pending_requests(),
+            pending=len(self.state.pending) + self.pending_requests,
+            pending_requests=self.pending_requests,
             passes_run=self.state.pass_no,
             passes_this_run=self.passes_this_run,
             last_pass_ms=self.state.last_pass_ms,
@@ -226,11 +238,11 @@ class CoordinatorWorkflow:
             await self._gather()
             if self._continue_as_new_due():
                 self.draining = True
-            if self.state.pending:
+            if self.state.pending or self.request_batches:
                 await self._run_pass()
-            if self.draining and not self._pending_requests():
+            if self.draining and not self.request_batches:
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                if not self._pending_requests():
+                if not self.request_batches:
                     break
 
         self._forget_old_senders()
@@ -251,67 +263,71 @@ class CoordinatorWorkflow:
     async def _gather(self) -> None:
         """Wait until a batch is due: full, old enough, a liveness deadline, or draining."""
         config = self.state.config
-        if not self.state.pending and not self.draining:
+        if not self._has_pending() and not self.draining:
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(
-                    lambda: bool(self.state.pending) or self._continue_as_new_due(),
+                    lambda: self._has_pending() or self._continue_as_new_due(),
                     timeout=self._until_liveness_deadline(),
                 )
         self._check_liveness_deadline()
-        if not self.state.pending or self.draining:
+        if not self._has_pending() or self.draining:
             return
-        waited = workflow.now().timestamp() - self.state.pending[0].received_at
+        waited = workflow.now().timestamp() - self._oldest_arrival()
         remaining = config.timeout - waited
-        if len(self.state.pending) < config.batch_size and remaining > 0:
+        if not self._batch_full() and remaining > 0:
             with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(
-                    lambda: len(self.state.pending) >= config.batch_size,
-                    timeout=remaining,
-                )
+                await workflow.wait_condition(self._batch_full, timeout=remaining)
 
     async def _run_pass(self) -> None:
         config = self.state.config
-        batch: list[PendingMessage] = []
-        batch_bytes = 0
-        for pending in self.state.pending:
-            if batch and (
-                len(batch) >= config.batch_size
-                or batch_bytes + pending.size > config.max_batch_bytes
+        request_batches: list[_RequestBatch] = []
+        requests = 0
+        request_bytes = 0
+        for batch in self.request_batches:
+            if request_batches and (
+                requests + len(batch.ids) > config.batch_size
+                or request_bytes + len(batch.payload.data) > config.max_batch_bytes
             ):
                 break
-            batch.append(pending)
-            batch_bytes += pending.size
-        del self.state.pending[: len(batch)]
+            request_batches.append(batch)
+            requests += len(batch.ids)
+            request_bytes += len(batch.payload.data)
+        del self.request_batches[: len(request_batches)]
+        events = self.state.pending[: config.batch_size]
+        del self.state.pending[: len(events)]
         self._reindex()
 
         started = workflow.now()
         self.state.pass_no += 1
         result = await workflow.execute_activity(
             "apply_pass",
-            PassInput(
-                workflow_id=workflow.info().workflow_id,
-                pass_no=self.state.pass_no,
-                now=started.timestamp(),
-                messages=batch,
-                suspect_after=config.suspect_after,
-                dead_after=config.dead_after,
-            ),
+            args=[
+                PassInput(
+                    workflow_id=workflow.info().workflow_id,
+                    pass_no=self.state.pass_no,
+                    now=started.timestamp(),
+                    events=events,
+                    request_batch_arrivals=[batch.received_at for batch in request_batches],
+                    suspect_after=config.suspect_after,
+                    dead_after=config.dead_after,
+                ),
+                join_request_batches([batch.payload for batch in request_batches]),
+            ],
             result_type=PassResult,
             start_to_close_timeout=timedelta(seconds=config.pass_timeout),
             retry_policy=RetryPolicy(
                 initial_interval=timedelta(milliseconds=200),
                 maximum_interval=timedelta(seconds=5),
             ),
-            summary=f"pass {self.state.pass_no}: {len(batch)} messages",
+            summary=f"pass {self.state.pass_no}: {requests} requests, {len(events)} events",
         )
         self.passes_this_run += 1
         self.state.version = max(self.state.version, result.version)
         self.state.last_pass_ms = (workflow.now() - started).total_seconds() * 1000
         self.state.next_liveness_deadline = result.next_liveness_deadline
-        for response in result.responses:
-            self.queued_ids.discard(response.id)
-            if response.id in self.waiters:
-                self.results[response.id] = response
+        for batch, answer in zip(request_batches, result.responses, strict=True):
+            batch.answer = answer
+            self.pending_requests -= len(batch.ids)
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -323,24 +339,30 @@ class CoordinatorWorkflow:
             merged = merge_events(older.envelope, envelope)
             if merged is not None:
                 # Keeps the older arrival time: a merged event must not delay its batch.
-                self.state.pending[index] = PendingMessage(
-                    merged, older.received_at, False, _size(merged)
-                )
+                self.state.pending[index] = PendingMessage(merged, older.received_at, _size(merged))
                 return
         if key is not None:
             self.compaction_index[key] = len(self.state.pending)
-        self.state.pending.append(PendingMessage(envelope, now, False, _size(envelope)))
+        self.state.pending.append(PendingMessage(envelope, now, _size(envelope)))
 
     def _reindex(self) -> None:
         self.compaction_index = {}
         for index, pending in enumerate(self.state.pending):
-            if not pending.is_request:
-                key = compaction_key(pending.envelope)
-                if key is not None:
-                    self.compaction_index[key] = index
+            key = compaction_key(pending.envelope)
+            if key is not None:
+                self.compaction_index[key] = index
 
-    def _pending_requests(self) -> int:
-        return len(self.queued_ids)
+    def _has_pending(self) -> bool:
+        return bool(self.state.pending or self.request_batches)
+
+    def _batch_full(self) -> bool:
+        batch_size = self.state.config.batch_size
+        return self.pending_requests >= batch_size or len(self.state.pending) >= batch_size
+
+    def _oldest_arrival(self) -> float:
+        arrivals = [p.received_at for p in self.state.pending[:1]]
+        arrivals += [b.received_at for b in self.request_batches[:1]]
+        return min(arrivals)
 
     def _continue_as_new_due(self) -> bool:
         return (
@@ -363,7 +385,7 @@ class CoordinatorWorkflow:
     def _enqueue_liveness_check(self) -> None:
         envelope = CheckLiveness().to_envelope(f"~liveness-{self.state.pass_no}")
         self.state.pending.append(
-            PendingMessage(envelope, workflow.now().timestamp(), False, _size(envelope))
+            PendingMessage(envelope, workflow.now().timestamp(), _size(envelope))
         )
 
     def _forget_old_senders(self) -> None:

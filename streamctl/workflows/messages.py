@@ -7,8 +7,9 @@ Who sends what
   something happened and gets none.
 * On the wire every message is an :class:`Envelope`: a client-generated id, a ``kind`` naming
   one of the typed classes below, the message version ``v`` and the body as plain JSON.
-  Requests travel in a :class:`RequestBatch` (one Temporal update carries many requests),
-  events in an :class:`EventBatch` (one Temporal signal carries many events).
+  Requests travel in the coordinator's ``submit(ids, requests)`` update (one Temporal update
+  carries many requests), events in an :class:`EventBatch` (one Temporal signal carries many
+  events).
 * The workflow never interprets bodies: it only orders envelopes, compacts events and hands
   batches to the pass activity. Decoding and validating a body into its typed class happens
   in the activity, so a malformed message fails only its own request (with an error code and a
@@ -48,13 +49,6 @@ class Envelope:
     kind: str
     body: dict[str, Any] = field(default_factory=dict)
     v: int = MESSAGE_VERSION
-
-
-@dataclass(frozen=True)
-class RequestBatch:
-    """The argument of the coordinator's ``submit`` update: requests answered together."""
-
-    requests: list[Envelope]
 
 
 @dataclass(frozen=True)
@@ -427,6 +421,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
 }
 
 INTERNAL_EVENT_KINDS = frozenset({CheckLiveness.kind})
+LISTING_KINDS = frozenset(kind for kind in REQUEST_TYPES if kind.startswith("List"))
 """Events only the workflow itself may emit; clients sending them are ignored."""
 
 

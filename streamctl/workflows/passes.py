@@ -1,25 +1,43 @@
 """The contract between the coordinator workflow and the pass activity.
 
-The workflow sends a :class:`PassInput` (its pass number, its clock and the batch in arrival
-order); the activity answers a :class:`PassResult` after committing one catalog transaction.
+The workflow calls ``apply_pass(pass_input, requests)``:
+
+* ``pass_input`` (:class:`PassInput`) holds the pass number, the workflow's clock, the events
+  in arrival order and the arrival time of each request batch;
+* ``requests`` is one raw JSON payload, the array of the pass's request batches, each the
+  array of envelopes exactly as a client's ``submit`` update carried it. The workflow joins the
+  update payloads byte for byte (:func:`join_request_batches`) and never parses them: request
+  bodies cost the workflow nothing, and a malformed one can only fail its own request.
+
+The activity answers a :class:`PassResult` after committing one catalog transaction:
+``responses[i]`` is the JSON array of :class:`~streamctl.workflows.messages.Response` objects
+for request batch ``i``, in that batch's order, which the workflow returns as the update's
+result without parsing it either.
+
 A pass number is applied at most once per workflow id: a retried activity with a pass number
 the catalog already holds gets the stored answers back (``replayed``) and changes nothing.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
-from streamctl.workflows.messages import Envelope, Response
+from temporalio.api.common.v1 import Payload
+from temporalio.common import RawValue
+
+from streamctl.workflows.messages import Envelope
+
+JSON_ENCODING = b"json/plain"
 
 
 @dataclass(frozen=True)
 class PendingMessage:
-    """A message in the workflow's buffer: the envelope, when it arrived, request or event."""
+    """An event in the workflow's buffer: the envelope, when it arrived, its estimated size."""
 
     envelope: Envelope
     received_at: float
-    is_request: bool
     size: int = 0
 
 
@@ -28,7 +46,8 @@ class PassInput:
     workflow_id: str
     pass_no: int
     now: float
-    messages: list[PendingMessage]
+    events: list[PendingMessage]
+    request_batch_arrivals: list[float]
     suspect_after: float
     dead_after: float
 
@@ -36,7 +55,7 @@ class PassInput:
 @dataclass(frozen=True)
 class PassResult:
     version: int
-    responses: list[Response]
+    responses: list[str]
     next_liveness_deadline: float | None
     changes: int
     replayed: bool = False
@@ -48,3 +67,20 @@ class CatalogPosition:
 
     version: int
     last_pass_no: int
+
+
+def json_payload(data: bytes) -> RawValue:
+    return RawValue(Payload(metadata={"encoding": JSON_ENCODING}, data=data))
+
+
+def join_request_batches(batches: list[Payload]) -> RawValue:
+    """The JSON array of the given JSON payloads, without parsing any of them."""
+    return json_payload(b"[" + b",".join(batch.data for batch in batches) + b"]")
+
+
+def request_batches_payload(batches: list[list[Envelope]]) -> RawValue:
+    """The ``requests`` argument for batches built in Python (replays and tests)."""
+    plain: list[list[dict[str, Any]]] = [
+        [{"id": e.id, "kind": e.kind, "body": e.body, "v": e.v} for e in batch] for batch in batches
+    ]
+    return json_payload(json.dumps(plain).encode())

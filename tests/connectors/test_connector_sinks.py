@@ -21,6 +21,7 @@ from streamctl.planner.connectors.sinks import (
     PrintWriter,
     batch_writer,
     checksum_directory,
+    libpq_url,
     read_checksum,
     read_file_sink,
     read_file_sink_lines,
@@ -199,7 +200,7 @@ class FailOnceAfterCommit:
 def pg_rows(url: str, query: str) -> list[tuple[Any, ...]]:
     import psycopg
 
-    with psycopg.connect(url) as connection:
+    with psycopg.connect(libpq_url(url)) as connection:
         return list(connection.execute(query).fetchall())
 
 

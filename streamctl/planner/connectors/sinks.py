@@ -547,7 +547,16 @@ def postgres_connect_args(config: Mapping[str, Any]) -> tuple[str, dict[str, Any
         for key in ("host", "port", "dbname", "user", "password")
         if config[key] is not None
     }
-    return config["url"] or "", keywords
+    return libpq_url(config["url"] or ""), keywords
+
+
+def libpq_url(url: str) -> str:
+    """``url`` as libpq reads it: SQLAlchemy's ``postgresql+driver://`` names a driver libpq
+    does not know, and users paste the catalog's URL, so the driver part is dropped."""
+    scheme, separator, rest = url.partition("://")
+    if separator and scheme.startswith(("postgresql+", "postgres+")):
+        return f"postgresql://{rest}"
+    return url
 
 
 @dataclass

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The test suite: lint, types, then every test (unit, Spark, PostgreSQL, load and faults).
+# Extra arguments go to pytest (for example: scripts/test.sh -m "not slow").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The PostgreSQL tests need the server on 127.0.0.1:5432; start a local cluster if one is
+# installed but not running (where none exists they skip, saying so).
+if command -v pg_isready >/dev/null && ! pg_isready -h 127.0.0.1 -p 5432 -q; then
+  if command -v pg_ctlcluster >/dev/null && [ -d /etc/postgresql ]; then
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -1)" main start || true
+  fi
+fi
+
+.venv/bin/ruff check streamctl tests
+.venv/bin/ruff format --check streamctl tests
+.venv/bin/mypy streamctl
+.venv/bin/python -m pytest "$@"

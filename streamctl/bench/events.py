@@ -1,0 +1,113 @@
+"""``streamctl bench events``: heartbeats from many simulated workers, and whether any got lost.
+
+Every simulated worker registers, then queues heartbeats with ``try_send`` as fast as the
+client's bounded outbox takes them (backing off when it is full) for ``seconds``; then the
+outbox is flushed. ``events_per_s`` is the number of heartbeats queued divided by the time until
+the coordinator had accepted all of them. The client merges a worker's unsent heartbeats into
+one event that carries their count, exactly as the workflow does, so the load a real fleet
+creates costs signals in proportion to workers, not to heartbeats. Then the benchmark waits
+for the passes to apply what is pending and reads every worker back: ``lost`` is the number of
+accepted heartbeats missing from the catalog's per-worker counts (compaction merges heartbeats
+of one worker but adds their counts, so nothing may be missing). The stack is private (see
+:mod:`streamctl.bench.stack`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from streamctl.bench.stack import bench_stack
+from streamctl.catalog.scratch import scratch_database
+from streamctl.client.client import CoordinatorClient
+from streamctl.client.errors import OutboxFull
+from streamctl.worker.coordinator import ensure_coordinator
+from streamctl.workflows import messages as m
+from streamctl.workflows.coordinator import CoordinatorConfig
+
+
+@contextlib.contextmanager
+def _catalog(catalog: str | None) -> Iterator[str]:
+    if catalog is not None and catalog.startswith(("postgres://", "postgresql")):
+        with scratch_database(catalog, prefix="streamctl_bench") as url:
+            yield url
+        return
+    if catalog is not None:
+        yield catalog
+        return
+    with tempfile.TemporaryDirectory(prefix="streamctl-bench-catalog-") as directory:
+        yield f"sqlite:///{Path(directory) / 'catalog.db'}"
+
+
+async def _run(workers: int, seconds: float, catalog_url: str) -> dict[str, Any]:
+    async with bench_stack(catalog_url) as (address, temporal):
+        workflow_id = f"bench-events-{uuid.uuid4().hex[:8]}"
+        # Liveness thresholds far beyond the run: the benchmark measures delivery, not DEAD.
+        config = CoordinatorConfig(suspect_after=3600, dead_after=7200)
+        handle = await ensure_coordinator(temporal, workflow_id=workflow_id, config=config)
+        client = await CoordinatorClient(address, workflow_id=workflow_id).connect()
+        names = [f"w{index:05d}" for index in range(workers)]
+        sent = dict.fromkeys(names, 0)
+        try:
+            await client.send_many(m.RegisterWorker(name, capacity=4) for name in names)
+            deadline = time.perf_counter() + seconds
+
+            async def worker(name: str) -> None:
+                load = 0
+                while time.perf_counter() < deadline:
+                    load = (load + 1) % 4
+                    try:
+                        client.try_send(m.Heartbeat(name, load=load))
+                    except OutboxFull:
+                        await asyncio.sleep(0.01)
+                        continue
+                    sent[name] += 1
+                    if sent[name] % 20 == 0:
+                        await asyncio.sleep(0)  # let the other workers run
+
+            started = time.perf_counter()
+            await asyncio.gather(*(worker(name) for name in names))
+            await asyncio.to_thread(client.flush_events)
+            elapsed = time.perf_counter() - started
+            accepted = sum(sent.values())
+            signals = client.stats.signals_sent
+
+            # Everything accepted is applied by the next passes; wait for them to run.
+            async def recorded() -> dict[str, int]:
+                rows = await client.ask(m.ListWorkers())
+                return {row["name"]: int(row["heartbeats"]) for row in rows}
+
+            counts = await recorded()
+            settle_deadline = time.perf_counter() + 60
+            while (
+                any(counts.get(name, 0) < sent[name] for name in names)
+                and time.perf_counter() < settle_deadline
+            ):
+                await asyncio.sleep(0.5)
+                counts = await recorded()
+        finally:
+            await asyncio.to_thread(client.close)
+            await handle.terminate("benchmark done")
+    lost = sum(max(0, sent[name] - counts.get(name, 0)) for name in names)
+    extra = sum(max(0, counts.get(name, 0) - sent[name]) for name in names)
+    return {
+        "workers": workers,
+        "seconds": round(elapsed, 3),
+        "events_accepted": accepted,
+        "events_per_s": round(accepted / elapsed, 1),
+        "signals_per_s": round(signals / elapsed, 2),
+        "lost": lost,
+        "counted_twice": extra,
+        "workers_recorded": len(counts),
+    }
+
+
+def run_events_bench(workers: int, seconds: float, catalog: str | None) -> dict[str, Any]:
+    with _catalog(catalog) as catalog_url:
+        return asyncio.run(_run(workers, seconds, catalog_url))

@@ -1,0 +1,225 @@
+"""The wire format of everything that crosses Temporal: one data converter for every process.
+
+Every client, coordinator worker and agent connects with :func:`connect`, so all of them agree
+on two things the default converter does differently:
+
+* **Dataclasses convert without reflection.** The default JSON converter resolves a
+  dataclass's type hints on every value it decodes (``typing.get_type_hints``, which evaluates
+  string annotations each time) and deep-copies with ``dataclasses.asdict`` on every encode.
+  Measured on the coordinator worker under load, that was half of its CPU. Here each dataclass
+  gets a decoder built once from its resolved hints, and encoding is a shallow field read.
+  The JSON is the same as the default converter's, so histories stay readable and a worker
+  without this module still understands them.
+* **Large payloads are compressed** (zlib, encoding ``binary/zlib``) by a payload codec. A
+  request crosses history four times (update argument, pass input, pass result, update
+  result); uncompressed, a 5,000 requests/s load fills the 4 MiB at which Temporal suggests
+  continue-as-new every second. Payloads under :data:`COMPRESS_ABOVE` bytes stay plain JSON,
+  so small messages remain readable in the Web UI.
+
+Decoding is strict where it matters for bad input: a value of the wrong shape for a dataclass
+raises, which Temporal turns into a rejected update or a dropped signal, never a failed
+workflow task.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from temporalio.api.common.v1 import Payload
+from temporalio.client import Client
+from temporalio.converter import (
+    AdvancedJSONEncoder,
+    CompositePayloadConverter,
+    DataConverter,
+    DefaultPayloadConverter,
+    JSONPlainPayloadConverter,
+    JSONTypeConverter,
+    PayloadCodec,
+    value_to_type,
+)
+
+COMPRESS_ABOVE = 4096
+"""Payloads at least this large (encoded JSON bytes) are compressed."""
+
+ZLIB_ENCODING = b"binary/zlib"
+
+Decoder = Callable[[Any], Any]
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+class _Decoders:
+    """A decoder per type hint, built on first use from the resolved hints, then cached."""
+
+    def __init__(self) -> None:
+        self._by_hint: dict[Any, Decoder] = {}
+
+    def dataclass_decoder(self, cls: type) -> Decoder:
+        decoder = self._by_hint.get(cls)
+        if decoder is None:
+            decoder = self._build_dataclass(cls)
+            self._by_hint[cls] = decoder
+        return decoder
+
+    def for_hint(self, hint: Any) -> Decoder:
+        try:
+            decoder = self._by_hint.get(hint)
+        except TypeError:  # unhashable hint
+            return lambda value: value_to_type(hint, value)
+        if decoder is None:
+            decoder = self._build(hint)
+            self._by_hint[hint] = decoder
+        return decoder
+
+    def _build(self, hint: Any) -> Decoder:
+        if hint in (Any, str, int, bool, type(None), object):
+            return _identity
+        if hint is float:
+            return lambda value: float(value) if isinstance(value, int) else value
+        if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+            return self.dataclass_decoder(hint)
+        origin = typing.get_origin(hint)
+        args = typing.get_args(hint)
+        if origin in (list, Sequence) and len(args) == 1:
+            item = self.for_hint(args[0])
+            if item is _identity:
+                return _checked_list
+            return lambda value: [item(element) for element in _checked_list(value)]
+        if origin is dict and len(args) == 2 and args[0] is str:
+            if args[1] is Any:
+                # Bodies and results: any JSON passes here; the pass activity checks bodies
+                # and answers a bad one with a per-request error instead of refusing the batch.
+                return _identity
+            item = self.for_hint(args[1])
+            if item is _identity:
+                return _checked_dict
+            return lambda value: {k: item(v) for k, v in _checked_dict(value).items()}
+        if origin in (typing.Union, types.UnionType):
+            options = [a for a in args if a is not type(None)]
+            if len(options) == 1:
+                inner = self.for_hint(options[0])
+                return lambda value: None if value is None else inner(value)
+            if all(self.for_hint(a) is _identity for a in options):
+                return _identity
+        return lambda value: value_to_type(hint, value)
+
+    def _build_dataclass(self, cls: type) -> Decoder:
+        hints = typing.get_type_hints(cls)
+        plan = [(f.name, self.for_hint(hints[f.name])) for f in dataclasses.fields(cls) if f.init]
+        name = cls.__qualname__
+
+        def decode(value: Any) -> Any:
+            if not isinstance(value, dict):
+                raise TypeError(f"{name} must be a JSON object, got {type(value).__name__}")
+            unknown = value.keys() - {field for field, _ in plan}
+            if unknown:
+                raise TypeError(f"{name} has unknown field(s) {sorted(unknown)}")
+            return cls(
+                **{field: convert(value[field]) for field, convert in plan if field in value}
+            )
+
+        return decode
+
+
+def _checked_list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected a JSON array, got {type(value).__name__}")
+    return value
+
+
+def _checked_dict(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+_DECODERS = _Decoders()
+
+
+class FastDataclassConverter(JSONTypeConverter):
+    """Decodes every hint with a prebuilt decoder (Temporal's own for hints it does not know).
+
+    Lists are strict: a string where a list is expected is an error, not a list of characters.
+    """
+
+    def to_typed_value(self, hint: type, value: Any) -> Any | None:
+        return _DECODERS.for_hint(hint)(value)
+
+
+class ShallowDataclassEncoder(AdvancedJSONEncoder):
+    """Encodes a dataclass as the dict of its fields without copying nested values first."""
+
+    _field_names: typing.ClassVar[dict[type, tuple[str, ...]]] = {}
+
+    def default(self, o: Any) -> Any:
+        cls = type(o)
+        names = self._field_names.get(cls)
+        if names is None:
+            if not dataclasses.is_dataclass(o):
+                return super().default(o)
+            names = tuple(f.name for f in dataclasses.fields(o))
+            self._field_names[cls] = names
+        return {name: getattr(o, name) for name in names}
+
+
+class WirePayloadConverter(CompositePayloadConverter):
+    """Temporal's default converters, with the JSON one using the fast paths above."""
+
+    def __init__(self) -> None:
+        json_converter = JSONPlainPayloadConverter(
+            encoder=ShallowDataclassEncoder,
+            custom_type_converters=[FastDataclassConverter()],
+        )
+        super().__init__(
+            *(
+                json_converter if isinstance(c, JSONPlainPayloadConverter) else c
+                for c in DefaultPayloadConverter.default_encoding_payload_converters
+            )
+        )
+
+
+class ZlibCodec(PayloadCodec):
+    """Compresses payloads of :data:`COMPRESS_ABOVE` bytes or more; passes the rest through."""
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        encoded: list[Payload] = []
+        for payload in payloads:
+            if payload.ByteSize() < COMPRESS_ABOVE:
+                encoded.append(payload)
+                continue
+            encoded.append(
+                Payload(
+                    metadata={"encoding": ZLIB_ENCODING},
+                    data=zlib.compress(payload.SerializeToString(), 1),
+                )
+            )
+        return encoded
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        decoded: list[Payload] = []
+        for payload in payloads:
+            if payload.metadata.get("encoding") != ZLIB_ENCODING:
+                decoded.append(payload)
+                continue
+            inner = Payload()
+            inner.ParseFromString(zlib.decompress(payload.data))
+            decoded.append(inner)
+        return decoded
+
+
+DATA_CONVERTER = DataConverter(
+    payload_converter_class=WirePayloadConverter,
+    payload_codec=ZlibCodec(),
+)
+
+
+async def connect(address: str, namespace: str = "default") -> Client:
+    """A Temporal client speaking the coordinator's wire format."""
+    return await Client.connect(address, namespace=namespace, data_converter=DATA_CONVERTER)
