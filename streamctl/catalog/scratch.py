@@ -14,22 +14,13 @@ from collections.abc import Iterator
 import psycopg
 from sqlalchemy.engine import make_url
 
-from streamctl.catalog.store import dispose_all, normalize_url
-
-
-def _libpq_url(url: str) -> str:
-    """A URL psycopg understands (no ``+psycopg`` driver suffix)."""
-    return (
-        make_url(normalize_url(url))
-        .set(drivername="postgresql")
-        .render_as_string(hide_password=False)
-    )
+from streamctl.catalog.store import dispose_all, libpq_url, normalize_url
 
 
 def postgres_unavailable(server_url: str) -> str | None:
     """Why no PostgreSQL server answers at ``server_url``, or None when one does."""
     try:
-        with psycopg.connect(_libpq_url(server_url), connect_timeout=3, autocommit=True):
+        with psycopg.connect(libpq_url(server_url), connect_timeout=3, autocommit=True):
             return None
     except Exception as error:
         return f"no PostgreSQL server at {server_url}: {error}"
@@ -37,7 +28,7 @@ def postgres_unavailable(server_url: str) -> str | None:
 
 @contextlib.contextmanager
 def scratch_database(server_url: str, prefix: str = "streamctl") -> Iterator[str]:
-    admin = _libpq_url(server_url)
+    admin = libpq_url(server_url)
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(admin, autocommit=True) as connection:
         connection.execute(f'CREATE DATABASE "{name}"')

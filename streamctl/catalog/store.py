@@ -47,6 +47,18 @@ def normalize_url(url: str) -> str:
     return url
 
 
+def libpq_url(url: str) -> str:
+    """``url`` as libpq reads it.
+
+    One URL serves SQLAlchemy and psycopg (catalogs, PostgreSQL sinks, tests), and libpq does
+    not know SQLAlchemy's ``postgresql+driver://`` schemes, so the driver part is dropped.
+    """
+    scheme, separator, rest = url.partition("://")
+    if separator and scheme.startswith(("postgresql+", "postgres+")):
+        return f"postgresql://{rest}"
+    return url
+
+
 def _enable_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")

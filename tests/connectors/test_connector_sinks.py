@@ -15,13 +15,13 @@ import pytest
 from connector_helpers import TESTDATA, columns, file_sink, run_bounded, source
 from pyspark.errors import StreamingQueryException
 
+from streamctl.catalog.store import libpq_url
 from streamctl.planner.connectors.sinks import (
     MARKER_TABLE,
     PostgresBatchWriter,
     PrintWriter,
     batch_writer,
     checksum_directory,
-    libpq_url,
     read_checksum,
     read_file_sink,
     read_file_sink_lines,

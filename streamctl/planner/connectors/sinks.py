@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from streamctl.catalog.store import libpq_url
 from streamctl.planner.connectors.nes_text import (
     Checksum,
     format_float,
@@ -548,15 +549,6 @@ def postgres_connect_args(config: Mapping[str, Any]) -> tuple[str, dict[str, Any
         if config[key] is not None
     }
     return libpq_url(config["url"] or ""), keywords
-
-
-def libpq_url(url: str) -> str:
-    """``url`` as libpq reads it: SQLAlchemy's ``postgresql+driver://`` names a driver libpq
-    does not know, and users paste the catalog's URL, so the driver part is dropped."""
-    scheme, separator, rest = url.partition("://")
-    if separator and scheme.startswith(("postgresql+", "postgres+")):
-        return f"postgresql://{rest}"
-    return url
 
 
 @dataclass
