@@ -30,6 +30,7 @@ from temporalio.client import Client, WorkflowHandle
 from streamctl.catalog.scratch import postgres_unavailable, scratch_database
 from streamctl.client.client import CoordinatorClient
 from streamctl.worker.coordinator import build_worker, ensure_coordinator
+from streamctl.worker.spark_session import build_spark_session
 from streamctl.worker.temporal_server import free_port, start_dev_server, wait_for_server
 from streamctl.workflows.coordinator import CoordinatorConfig
 
@@ -183,19 +184,15 @@ async def wait_until(
 @pytest.fixture(scope="session")
 def spark(tmp_root: Path) -> Iterator[Any]:
     """One local SparkSession for every test that needs Spark (starting one costs ~8 s)."""
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("streamctl-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.warehouse.dir", str(tmp_root / "spark-warehouse"))
-        .getOrCreate()
+    session = build_spark_session(
+        "local[2]",
+        "streamctl-tests",
+        tmp_root / "spark-warehouse",
+        {
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.driver.bindAddress": "127.0.0.1",
+        },
     )
-    session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

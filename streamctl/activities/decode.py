@@ -7,12 +7,12 @@ with that code and never raises further.
 
 from __future__ import annotations
 
-import json
 from dataclasses import fields
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from streamctl.compact_json import dumps_bytes
 from streamctl.workflows import messages as m
 from streamctl.workflows.messages import ErrorCode
 
@@ -28,6 +28,7 @@ class DecodeError(Exception):
 
 
 _adapters: dict[str, TypeAdapter[Any]] = {}
+_field_names: dict[type[m.Message], frozenset[str]] = {}
 
 
 def _adapter(cls: type[m.Message]) -> TypeAdapter[Any]:
@@ -39,8 +40,16 @@ def _adapter(cls: type[m.Message]) -> TypeAdapter[Any]:
     return adapter
 
 
+def _allowed_fields(cls: type[m.Message]) -> frozenset[str]:
+    """``dataclasses.fields`` is slow enough to matter once per request; ask once per class."""
+    names = _field_names.get(cls)
+    if names is None:
+        names = _field_names[cls] = frozenset(f.name for f in fields(cls))
+    return names
+
+
 def body_size(body: Any) -> int:
-    return len(json.dumps(body, separators=(",", ":"), default=str))
+    return len(dumps_bytes(body))
 
 
 def decode(envelope: m.Envelope, types: dict[str, type[m.Message]], size: int) -> m.Message:
@@ -68,8 +77,8 @@ def decode(envelope: m.Envelope, types: dict[str, type[m.Message]], size: int) -
             ErrorCode.TOO_LARGE,
             f"{kind} is {size} bytes; the limit for one request is {MAX_REQUEST_BYTES} bytes",
         )
-    allowed = {f.name for f in fields(cls)}
-    unknown = sorted(set(body) - allowed)
+    allowed = _allowed_fields(cls)
+    unknown = sorted(body.keys() - allowed)
     if unknown:
         raise DecodeError(
             ErrorCode.INVALID_REQUEST,

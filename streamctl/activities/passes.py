@@ -36,6 +36,7 @@ from streamctl.activities.decode import MAX_REQUEST_BYTES, DecodeError, body_siz
 from streamctl.catalog.models import ChangelogEntry, SnapshotVersion, StoredResponse
 from streamctl.catalog.store import bulk_insert, catalog_engine, one_of
 from streamctl.catalog.view import CatalogView
+from streamctl.compact_json import dumps
 from streamctl.lifecycle.agents import LivenessPolicy
 from streamctl.workflows import messages as m
 from streamctl.workflows.messages import Envelope, ErrorCode, Response
@@ -195,7 +196,7 @@ class CatalogActivities:
                     _stored_row(request, answers[request.id], len(stored_rows), snapshot)
                 )
 
-        session.flush()
+        view.write()
         bulk_insert(session, ChangelogEntry, changelog)
         bulk_insert(session, StoredResponse, stored_rows)
         snapshot.requests = len(requests)
@@ -321,10 +322,7 @@ def _response_json(response: Response) -> dict[str, Any]:
 
 
 def _batch_answers(batches: list[list[_Request]], answers: dict[str, Response]) -> list[str]:
-    return [
-        json.dumps([_response_json(answers[r.id]) for r in batch], separators=(",", ":"))
-        for batch in batches
-    ]
+    return [dumps([_response_json(answers[r.id]) for r in batch]) for batch in batches]
 
 
 def _error(request_id: str, code: str, message: str, version: int) -> Response:

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 import psycopg
 from sqlalchemy.engine import make_url
 
-from streamctl.catalog.store import dispose_all, libpq_url, normalize_url
+from streamctl.catalog.store import dispose_all
+from streamctl.catalog.urls import libpq_url, normalize_url
 
 
 def postgres_unavailable(server_url: str) -> str | None:

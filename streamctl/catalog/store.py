@@ -9,7 +9,6 @@ server costs one failed pass attempt, which Temporal retries.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -33,30 +32,12 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from streamctl.catalog.models import Base
+from streamctl.catalog.urls import normalize_url
+from streamctl.compact_json import dumps
 
 _MIGRATIONS_INI = Path(__file__).with_name("alembic.ini")
 _engines: dict[str, Engine] = {}
 _engines_lock = threading.Lock()
-
-
-def normalize_url(url: str) -> str:
-    """Accept ``postgresql://`` and ``postgres://`` URLs and use psycopg 3 for them."""
-    for prefix in ("postgresql://", "postgres://"):
-        if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix) :]
-    return url
-
-
-def libpq_url(url: str) -> str:
-    """``url`` as libpq reads it.
-
-    One URL serves SQLAlchemy and psycopg (catalogs, PostgreSQL sinks, tests), and libpq does
-    not know SQLAlchemy's ``postgresql+driver://`` schemes, so the driver part is dropped.
-    """
-    scheme, separator, rest = url.partition("://")
-    if separator and scheme.startswith(("postgresql+", "postgres+")):
-        return f"postgresql://{rest}"
-    return url
 
 
 def _enable_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -75,11 +56,17 @@ def create_catalog_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"timeout": 30})
+        engine = create_engine(url, connect_args={"timeout": 30}, json_serializer=dumps)
         event.listen(engine, "connect", _enable_sqlite_pragmas)
         return engine
-    engine = create_engine(url, pool_pre_ping=True, pool_size=4, max_overflow=4, pool_recycle=300)
-    return engine
+    return create_engine(
+        url,
+        pool_pre_ping=True,
+        pool_size=4,
+        max_overflow=4,
+        pool_recycle=300,
+        json_serializer=dumps,
+    )
 
 
 def catalog_engine(url: str) -> Engine:
@@ -127,7 +114,7 @@ def bulk_insert(session: Session, model: type[Base], rows: list[dict[str, Any]])
     assert driver_connection is not None
     with driver_connection.cursor() as cursor, cursor.copy(statement) as copy:
         for row in rows:
-            copy.write_row([json.dumps(row[c]) if c in json_columns else row[c] for c in columns])
+            copy.write_row([dumps(row[c]) if c in json_columns else row[c] for c in columns])
 
 
 def one_of(session: Session, column: Any, values: Iterable[Any]) -> ColumnElement[bool]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import func, select
+from sqlalchemy import func, inspect, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from streamctl.catalog.models import (
@@ -29,10 +29,34 @@ from streamctl.catalog.models import (
     Sink,
     Worker,
 )
-from streamctl.catalog.store import one_of
+from streamctl.catalog.store import bulk_insert, one_of
 from streamctl.lifecycle.agents import AgentState
 
 K = TypeVar("K", bound=Hashable)
+
+BULK_INSERT_ORDER: tuple[type[Base], ...] = (
+    Worker,
+    LogicalSource,
+    Sink,
+    PhysicalSource,
+    Query,
+    QuerySource,
+)
+"""Entity tables whose new rows :meth:`CatalogView.write` bulk-inserts, parents first."""
+
+
+def column_values(row: Base) -> dict[str, Any]:
+    """A new row's column values as an INSERT would write them (scalar defaults applied)."""
+    values: dict[str, Any] = {}
+    for attribute in inspect(type(row)).column_attrs:
+        column = attribute.columns[0]
+        value = getattr(row, attribute.key)
+        if value is None and column.default is not None and column.default.is_scalar:
+            value = column.default.arg
+        values[column.name] = value
+    return values
+
+
 Row = TypeVar("Row", bound=Base)
 
 
@@ -186,6 +210,35 @@ class CatalogView:
         row.next_value = value + 1
         return value
 
+    # --- writing --------------------------------------------------------------------------
+
+    def write(self) -> None:
+        """Send the pass's changes to the database (the transaction stays open).
+
+        On PostgreSQL, new entity rows go in by ``COPY`` (:func:`bulk_insert`), parents before
+        children, and only updates and deletes take the unit of work: its per-row INSERTs were
+        a third of a pass that creates hundreds of entities. COPY runs first, so an updated row
+        may point at a row created in this pass. A new row that replaces a row deleted in this
+        pass (drop and create of one name) stays with the unit of work, which turns the pair
+        into an UPDATE. Elsewhere (SQLite) the unit of work writes everything.
+        """
+        session = self.session
+        if session.get_bind().dialect.name == "postgresql":
+            replaced = {(type(row), inspect(row).identity) for row in session.deleted}
+            new_rows: dict[type[Base], list[Base]] = {}
+            for row in session.new:
+                model = type(row)
+                if model in BULK_INSERT_ORDER:
+                    key = inspect(model).primary_key_from_instance(row)
+                    if (model, tuple(key)) not in replaced:
+                        new_rows.setdefault(model, []).append(row)
+            for model in BULK_INSERT_ORDER:
+                rows = new_rows.get(model, [])
+                for row in rows:
+                    session.expunge(row)
+                bulk_insert(session, model, [column_values(row) for row in rows])
+        session.flush()
+
     # --- liveness -------------------------------------------------------------------------
 
     def live_workers(self) -> list[Worker]:
@@ -201,8 +254,7 @@ class CatalogView:
         ]
 
     def next_liveness_deadline(self, suspect_after: float, dead_after: float) -> float | None:
-        """The earliest time an ALIVE or SUSPECT worker changes state (after the flush)."""
-        self.session.flush()
+        """The earliest time an ALIVE or SUSPECT worker changes state (after :meth:`write`)."""
         candidates: list[float] = []
         for state, after in ((AgentState.ALIVE, suspect_after), (AgentState.SUSPECT, dead_after)):
             oldest = self.session.scalar(

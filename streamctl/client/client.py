@@ -28,7 +28,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import itertools
-import json
 import logging
 import random
 import threading
@@ -39,11 +38,13 @@ from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import orjson
 from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
+from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -55,6 +56,7 @@ from streamctl.client.errors import (
     TooLarge,
     unwrap,
 )
+from streamctl.compact_json import dumps_bytes
 from streamctl.workflows.coordinator import COORDINATOR_WORKFLOW_ID
 from streamctl.workflows.messages import (
     Envelope,
@@ -66,6 +68,7 @@ from streamctl.workflows.messages import (
     compaction_key,
     merge_events,
 )
+from streamctl.workflows.passes import json_payload
 from streamctl.workflows.wire import connect
 
 log = logging.getLogger(__name__)
@@ -111,10 +114,13 @@ class _Outgoing:
     """A message waiting in the outbox. ``followers`` are the futures of events merged into it."""
 
     envelope: Envelope
-    size: int
+    wire: bytes
+    """The envelope's JSON as a request batch carries it (events travel as objects and merge)."""
     future: concurrent.futures.Future[Response | None]
     deadline: float
     followers: list[concurrent.futures.Future[Response | None]] = field(default_factory=list)
+    waiter: _Waiter | None = None
+    """Where an asyncio caller awaits the answer (see :class:`_Waiter`)."""
 
     def futures(self) -> list[concurrent.futures.Future[Response | None]]:
         return [self.future, *self.followers]
@@ -123,6 +129,40 @@ class _Outgoing:
         for future in self.futures():
             if not future.done():
                 future.set_exception(error)
+        if self.waiter is not None:
+            _hand_over(self.waiter.loop, [(self.waiter.future, error)])
+
+
+@dataclass(frozen=True)
+class _Waiter:
+    """An asyncio caller's future on its own loop.
+
+    Answers arrive on the client's thread a batch at a time. ``asyncio.wrap_future`` would wake
+    the caller's loop once per request (a write to its self-pipe each); answers are handed to
+    each caller loop in one call per batch instead.
+    """
+
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Response]
+
+
+def _hand_over(
+    loop: asyncio.AbstractEventLoop, outcomes: list[tuple[asyncio.Future[Response], Any]]
+) -> None:
+    """Resolve waiters on their loop; a closed loop has nobody left waiting."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(_settle_waiters, outcomes)
+
+
+def _settle_waiters(outcomes: list[tuple[asyncio.Future[Response], Any]]) -> None:
+    """Runs on the caller's loop: resolve each waiter with its response or error."""
+    for future, outcome in outcomes:
+        if future.done():
+            continue  # the caller was cancelled
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
 
 
 @dataclass
@@ -244,20 +284,12 @@ class CoordinatorClient:
 
     async def ask_many(self, requests: Sequence[Request]) -> list[Response]:
         """Send many requests; return their responses in order (errors are not raised)."""
-        futures = [await self._enqueue_request_async(r.to_envelope(new_id())) for r in requests]
-        responses: list[Response] = []
-        for future in futures:
-            response = await asyncio.wrap_future(future)
-            assert response is not None
-            responses.append(response)
-        return responses
+        waiters = [await self._enqueue_request_async(r.to_envelope(new_id())) for r in requests]
+        return [await waiter for waiter in waiters]
 
     async def ask_response(self, request: Request, *, request_id: str | None = None) -> Response:
         envelope = request.to_envelope(request_id or new_id())
-        future = await self._enqueue_request_async(envelope)
-        response = await asyncio.wrap_future(future)
-        assert response is not None
-        return response
+        return await (await self._enqueue_request_async(envelope))
 
     def ask_response_blocking(
         self, request: Request, *, request_id: str | None = None, timeout: float | None = None
@@ -270,19 +302,23 @@ class CoordinatorClient:
 
     async def ask_envelope(self, envelope: Envelope) -> Response:
         """Send a raw envelope (for tools and tests that speak the wire format)."""
-        future = await self._enqueue_request_async(envelope)
-        response = await asyncio.wrap_future(future)
-        assert response is not None
-        return response
+        return await (await self._enqueue_request_async(envelope))
 
-    async def _enqueue_request_async(
-        self, envelope: Envelope
-    ) -> concurrent.futures.Future[Response | None]:
+    async def _enqueue_request_async(self, envelope: Envelope) -> asyncio.Future[Response]:
+        """Queue a request once the outbox has room; the returned future holds its answer."""
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(loop, loop.create_future())
         while True:
             try:
-                return self._enqueue(envelope, self._request_slots, self._requests, 0)
+                future = self._enqueue(envelope, self._request_slots, self._requests, 0, waiter)
+                break
             except OutboxFull:
                 await asyncio.sleep(0.002)
+        if future.done():  # answered without sending (too large)
+            response = future.result()
+            assert response is not None
+            waiter.future.set_result(response)
+        return waiter.future
 
     # --- events ------------------------------------------------------------------------------
 
@@ -346,13 +382,13 @@ class CoordinatorClient:
         slots: threading.BoundedSemaphore,
         queue: deque[_Outgoing],
         timeout: float | None,
+        waiter: _Waiter | None = None,
     ) -> concurrent.futures.Future[Response | None]:
         if self._closed:
             raise ClientClosed("client is closed")
         future: concurrent.futures.Future[Response | None] = concurrent.futures.Future()
-        size = (
-            len(json.dumps(envelope.body, default=str)) + len(envelope.id) + len(envelope.kind) + 32
-        )
+        wire = dumps_bytes(envelope)
+        size = len(wire)
         if size > MAX_REQUEST_BYTES:
             error = TooLarge(
                 f"{envelope.kind} is {size} bytes; "
@@ -374,7 +410,9 @@ class CoordinatorClient:
         if not acquired:
             raise OutboxFull("the client's outbox is full")
         future.add_done_callback(lambda _f: slots.release())
-        item = _Outgoing(envelope, size, future, time.monotonic() + self.request_timeout)
+        item = _Outgoing(
+            envelope, wire, future, time.monotonic() + self.request_timeout, waiter=waiter
+        )
         with self._lock:
             if queue is self._events and self._merge_unsent_event(item):
                 return future
@@ -457,10 +495,10 @@ class CoordinatorClient:
         total = 0
         with self._lock:
             while queue and len(batch) < max_count:
-                if batch and total + queue[0].size > max_bytes:
+                if batch and total + len(queue[0].wire) > max_bytes:
                     break
                 item = queue.popleft()
-                total += item.size
+                total += len(item.wire)
                 batch.append(item)
                 key = compaction_key(item.envelope) if queue is self._events else None
                 if key is not None and self._unsent_events_by_key.get(key) is item:
@@ -475,14 +513,14 @@ class CoordinatorClient:
         update_id = f"u-{new_id()}"
         while True:
             try:
-                responses: list[Response] = await self._handle.execute_update(
+                answer: RawValue = await self._handle.execute_update(
                     "submit",
                     args=[
                         [item.envelope.id for item in batch],
-                        [item.envelope for item in batch],
+                        json_payload(b"[" + b",".join(item.wire for item in batch) + b"]"),
                     ],
                     id=update_id,
-                    result_type=list[Response],
+                    result_type=RawValue,
                 )
                 self.stats.updates_sent += 1
                 break
@@ -505,14 +543,23 @@ class CoordinatorClient:
                 log.debug("retrying %d requests after %s", len(batch), error)
                 await asyncio.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 2.0)
-        by_id = {response.id: response for response in responses}
+        by_id = {plain["id"]: Response(**plain) for plain in orjson.loads(answer.payload.data)}
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Response], Any]]] = {}
         for item in batch:
+            if item.future.done():
+                continue  # expired while the update was retried
             response = by_id.get(item.envelope.id)
-            if not item.future.done():
-                if response is None:
-                    item.future.set_exception(CoordinatorUnavailable("response missing from batch"))
-                else:
-                    item.future.set_result(response)
+            outcome: Response | CoordinatorUnavailable = response or CoordinatorUnavailable(
+                "response missing from batch"
+            )
+            if isinstance(outcome, Response):
+                item.future.set_result(outcome)
+            else:
+                item.future.set_exception(outcome)
+            if item.waiter is not None:
+                by_loop.setdefault(item.waiter.loop, []).append((item.waiter.future, outcome))
+        for loop, outcomes in by_loop.items():
+            _hand_over(loop, outcomes)
         self.stats.requests_answered += len(batch)
 
     async def _send_events(self, batch: list[_Outgoing]) -> None:

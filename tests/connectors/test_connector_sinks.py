@@ -15,7 +15,7 @@ import pytest
 from connector_helpers import TESTDATA, columns, file_sink, run_bounded, source
 from pyspark.errors import StreamingQueryException
 
-from streamctl.catalog.store import libpq_url
+from streamctl.catalog.urls import libpq_url
 from streamctl.planner.connectors.sinks import (
     MARKER_TABLE,
     PostgresBatchWriter,

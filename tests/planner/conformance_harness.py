@@ -45,6 +45,7 @@ from streamctl.planner import ast
 from streamctl.planner.binder import BoundQuery, MemoryCatalog, SinkInfo, bind_query
 from streamctl.planner.errors import NOT_SUPPORTED, PlannerError
 from streamctl.planner.parser import parse_query, parse_statements
+from streamctl.worker.spark_session import build_spark_session
 
 _counter = itertools.count()
 
@@ -373,22 +374,16 @@ def _compare(
 
 
 def make_session(warehouse: Path) -> Any:
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("streamctl-conformance")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.warehouse.dir", str(warehouse))
-        .getOrCreate()
+    return build_spark_session(
+        "local[2]",
+        "streamctl-conformance",
+        warehouse,
+        {
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.driver.bindAddress": "127.0.0.1",
+        },
     )
-    session.sparkContext.setLogLevel("ERROR")
-    return session
 
 
 def main(folders: list[str]) -> int:

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from streamctl.catalog.store import libpq_url
+from streamctl.catalog.urls import libpq_url
 from streamctl.planner.connectors.nes_text import (
     Checksum,
     format_float,

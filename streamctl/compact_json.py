@@ -1,0 +1,36 @@
+"""Compact JSON for the hot paths: request batches, answers, catalog rows.
+
+Every request is serialized a few times on its way (client size check and update payload,
+stored request and response rows, the answer to its batch). ``orjson`` does that several
+times faster than the standard library and writes dataclasses natively. It refuses a few
+values the standard library writes (integers beyond 64 bits, non-string keys); those take
+the standard library's path, so the output never depends on which library wrote it beyond
+whitespace.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+
+def _fallback_default(value: Any) -> Any:
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    return str(value)
+
+
+def dumps_bytes(value: Any) -> bytes:
+    """``value`` as compact UTF-8 JSON; values JSON cannot hold are written with ``str``."""
+    try:
+        return orjson.dumps(value, default=str)
+    except TypeError:  # orjson.JSONEncodeError: an integer beyond 64 bits, a non-string key
+        return json.dumps(value, separators=(",", ":"), default=_fallback_default).encode()
+
+
+def dumps(value: Any) -> str:
+    return dumps_bytes(value).decode()

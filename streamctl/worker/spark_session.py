@@ -1,0 +1,43 @@
+"""The SparkSession every process of streamctl builds (agents, tests, benchmarks).
+
+Spark starts Python workers for Python UDFs and ``foreachBatch`` helpers with the interpreter
+named by ``spark.pyspark.python``, which defaults to whatever ``python3`` is first on PATH. That
+interpreter usually lacks this environment's packages, so the first UDF fails with an import
+error. The session here pins it to the running interpreter.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+BASE_CONFIG: Mapping[str, str] = {
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.pyspark.python": sys.executable,
+    "spark.pyspark.driver.python": sys.executable,
+}
+
+
+def build_spark_session(
+    master: str,
+    app_name: str,
+    warehouse: Path,
+    config: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """A session on ``master`` with the base configuration, then ``config`` on top."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    settings = {**BASE_CONFIG, "spark.sql.warehouse.dir": str(warehouse), **(config or {})}
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
