@@ -11,6 +11,7 @@ whitespace.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import orjson
@@ -30,6 +31,20 @@ def dumps_bytes(value: Any) -> bytes:
         return orjson.dumps(value, default=str)
     except TypeError:  # orjson.JSONEncodeError: an integer beyond 64 bits, a non-string key
         return json.dumps(value, separators=(",", ":"), default=_fallback_default).encode()
+
+
+_LONG_NUMBER = re.compile(rb"[0-9]{19,}")
+"""A digit run that may be an integer beyond 64 bits, which orjson would read as a float."""
+
+
+def loads(data: bytes) -> Any:
+    """Parse JSON exactly as ``json.loads`` does (big integers stay integers, NaN is read)."""
+    if _LONG_NUMBER.search(data) is None:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass  # NaN, Infinity, numbers beyond double range: the standard library reads them
+    return json.loads(data)
 
 
 def dumps(value: Any) -> str:

@@ -19,7 +19,6 @@ The answers go back as one JSON array per request batch (see :mod:`streamctl.wor
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterable
@@ -36,7 +35,7 @@ from streamctl.activities.decode import MAX_REQUEST_BYTES, DecodeError, body_siz
 from streamctl.catalog.models import ChangelogEntry, SnapshotVersion, StoredResponse
 from streamctl.catalog.store import bulk_insert, catalog_engine, one_of
 from streamctl.catalog.view import CatalogView
-from streamctl.compact_json import dumps
+from streamctl.compact_json import dumps, loads
 from streamctl.lifecycle.agents import LivenessPolicy
 from streamctl.workflows import messages as m
 from streamctl.workflows.messages import Envelope, ErrorCode, Response
@@ -276,7 +275,7 @@ class _Request:
 def _request_batches(requests: RawValue, arrivals: list[float]) -> list[list[_Request]]:
     """Parse the joined request batches; a malformed envelope becomes a refused request."""
     data = requests.payload.data
-    raw_batches = json.loads(data)
+    raw_batches = loads(data)
     # A batch under the per-request limit cannot hold an oversized request; only larger ones
     # pay for measuring each body.
     measure = len(data) > MAX_REQUEST_BYTES

@@ -115,7 +115,7 @@ async def measure(
     )
 
 
-SWEEP = [(batch_size, timeout) for batch_size in (100, 500, 1000) for timeout in (0.01, 0.05, 0.2)]
+SWEEP = [(batch_size, timeout) for batch_size in (500, 1000, 2000) for timeout in (0.01, 0.05, 0.2)]
 
 
 async def _run(

@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -109,28 +109,81 @@ def new_id() -> str:
     return f"{_ID_PREFIX}-{next(_id_counter)}"
 
 
+class _Slots:
+    """Room in one half of the outbox: a counter, and a condition only for callers that wait.
+
+    (A ``threading.Semaphore`` per message was a tenth of a busy client's CPU.)
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self._free = capacity
+        self._room = threading.Condition()
+
+    def take(self, timeout: float | None) -> bool:
+        """Take one slot: ``timeout`` 0 never waits, None waits as long as it takes."""
+        with self._room:
+            if self._free <= 0 and (
+                timeout == 0 or not self._room.wait_for(lambda: self._free > 0, timeout)
+            ):
+                return False
+            self._free -= 1
+            return True
+
+    def give(self, count: int) -> None:
+        with self._room:
+            self._free += count
+            self._room.notify(count)
+
+
 @dataclass
 class _Outgoing:
-    """A message waiting in the outbox. ``followers`` are the futures of events merged into it."""
+    """A message waiting in the outbox until :func:`_settle` gives it its outcome, once.
+
+    Thread callers and events wait on ``future``; asyncio callers on ``waiter``. ``followers``
+    are the futures of events merged into this one; each holds a slot in ``slots``.
+    """
 
     envelope: Envelope
     wire: bytes
     """The envelope's JSON as a request batch carries it (events travel as objects and merge)."""
-    future: concurrent.futures.Future[Response | None]
     deadline: float
-    followers: list[concurrent.futures.Future[Response | None]] = field(default_factory=list)
+    slots: _Slots
+    future: concurrent.futures.Future[Response | None] | None = None
     waiter: _Waiter | None = None
-    """Where an asyncio caller awaits the answer (see :class:`_Waiter`)."""
+    followers: list[concurrent.futures.Future[Response | None]] = field(default_factory=list)
+    settled: bool = False
 
-    def futures(self) -> list[concurrent.futures.Future[Response | None]]:
-        return [self.future, *self.followers]
 
-    def fail(self, error: BaseException) -> None:
-        for future in self.futures():
-            if not future.done():
-                future.set_exception(error)
-        if self.waiter is not None:
-            _hand_over(self.waiter.loop, [(self.waiter.future, error)])
+_settle_lock = threading.Lock()
+
+
+def _settle(items: Iterable[_Outgoing], outcome_of: Callable[[_Outgoing], Any]) -> None:
+    """Resolve each item not yet settled with ``outcome_of(item)`` (a response, None for an
+    event, or an exception), from any thread: futures directly, asyncio waiters with one
+    hand-over per loop, and the outbox room in one step per half."""
+    with _settle_lock:
+        fresh = [item for item in items if not item.settled]
+        for item in fresh:
+            item.settled = True
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Response], Any]]] = {}
+    released: dict[_Slots, int] = {}
+    for item in fresh:
+        outcome = outcome_of(item)
+        futures = [item.future, *item.followers] if item.future is not None else item.followers
+        for future in futures:
+            if future.done():
+                continue
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+        if item.waiter is not None:
+            by_loop.setdefault(item.waiter.loop, []).append((item.waiter.future, outcome))
+        released[item.slots] = released.get(item.slots, 0) + 1 + len(item.followers)
+    for loop, outcomes in by_loop.items():
+        _hand_over(loop, outcomes)
+    for slots, count in released.items():
+        slots.give(count)
 
 
 @dataclass(frozen=True)
@@ -203,8 +256,8 @@ class CoordinatorClient:
         self.sender = sender or f"client-{new_id()}"
         self.stats = ClientStats()
 
-        self._request_slots = threading.BoundedSemaphore(max_outbox)
-        self._event_slots = threading.BoundedSemaphore(max_outbox)
+        self._request_slots = _Slots(max_outbox)
+        self._event_slots = _Slots(max_outbox)
         self._lock = threading.Lock()
         self._requests: deque[_Outgoing] = deque()
         self._events: deque[_Outgoing] = deque()
@@ -254,8 +307,7 @@ class CoordinatorClient:
             leftovers = list(self._requests) + list(self._events)
             self._requests.clear()
             self._events.clear()
-        for item in leftovers:
-            item.fail(ClientClosed("client closed before delivery"))
+        _settle(leftovers, lambda _item: ClientClosed("client closed before delivery"))
         if self._thread.is_alive():
             # Cancel and await the pump and its sends on their own loop, so none is destroyed
             # while still pending when the loop stops.
@@ -296,6 +348,7 @@ class CoordinatorClient:
     ) -> Response:
         envelope = request.to_envelope(request_id or new_id())
         future = self._enqueue(envelope, self._request_slots, self._requests, timeout)
+        assert future is not None
         response = future.result(timeout)
         assert response is not None
         return response
@@ -310,15 +363,10 @@ class CoordinatorClient:
         waiter = _Waiter(loop, loop.create_future())
         while True:
             try:
-                future = self._enqueue(envelope, self._request_slots, self._requests, 0, waiter)
-                break
+                self._enqueue(envelope, self._request_slots, self._requests, 0, waiter)
+                return waiter.future
             except OutboxFull:
                 await asyncio.sleep(0.002)
-        if future.done():  # answered without sending (too large)
-            response = future.result()
-            assert response is not None
-            waiter.future.set_result(response)
-        return waiter.future
 
     # --- events ------------------------------------------------------------------------------
 
@@ -326,25 +374,23 @@ class CoordinatorClient:
         """Queue an event and wait until the coordinator has accepted it."""
         while True:
             try:
-                future = self._enqueue(
-                    event.to_envelope(new_id()), self._event_slots, self._events, 0
-                )
+                future = self._enqueue_event(event, 0)
                 break
             except OutboxFull:
                 await asyncio.sleep(0.002)
         await asyncio.wrap_future(future)
 
     def send_blocking(self, event: Event) -> None:
-        self._enqueue(event.to_envelope(new_id()), self._event_slots, self._events, None).result()
+        self._enqueue_event(event, None).result()
 
     def try_send(self, event: Event) -> None:
         """Queue an event without waiting; :class:`OutboxFull` when the outbox is full."""
-        self._enqueue(event.to_envelope(new_id()), self._event_slots, self._events, 0)
+        self._enqueue_event(event, 0)
 
     def send_timeout(self, event: Event, timeout: float) -> None:
         """Queue an event, waiting at most ``timeout`` seconds for room in the outbox."""
         try:
-            self._enqueue(event.to_envelope(new_id()), self._event_slots, self._events, timeout)
+            self._enqueue_event(event, timeout)
         except OutboxFull:
             raise TimeoutError(f"outbox still full after {timeout}s") from None
 
@@ -353,16 +399,21 @@ class CoordinatorClient:
         for event in events:
             while True:
                 try:
-                    futures.append(
-                        self._enqueue(
-                            event.to_envelope(new_id()), self._event_slots, self._events, 0
-                        )
-                    )
+                    futures.append(self._enqueue_event(event, 0))
                     break
                 except OutboxFull:
                     await asyncio.sleep(0.002)
         for future in futures:
             await asyncio.wrap_future(future)
+
+    def _enqueue_event(
+        self, event: Event, timeout: float | None
+    ) -> concurrent.futures.Future[Response | None]:
+        future = self._enqueue(
+            event.to_envelope(new_id()), self._event_slots, self._events, timeout
+        )
+        assert future is not None  # only asyncio request callers pass a waiter
+        return future
 
     def flush_events(self, timeout: float = 60.0) -> None:
         """Block until every queued event has been accepted by the coordinator."""
@@ -379,39 +430,48 @@ class CoordinatorClient:
     def _enqueue(
         self,
         envelope: Envelope,
-        slots: threading.BoundedSemaphore,
+        slots: _Slots,
         queue: deque[_Outgoing],
         timeout: float | None,
         waiter: _Waiter | None = None,
-    ) -> concurrent.futures.Future[Response | None]:
+    ) -> concurrent.futures.Future[Response | None] | None:
+        """Queue ``envelope``; its outcome goes to ``waiter`` if given, else to the returned
+        future. :class:`OutboxFull` when no slot frees within ``timeout``."""
         if self._closed:
             raise ClientClosed("client is closed")
-        future: concurrent.futures.Future[Response | None] = concurrent.futures.Future()
         wire = dumps_bytes(envelope)
-        size = len(wire)
-        if size > MAX_REQUEST_BYTES:
+        if len(wire) > MAX_REQUEST_BYTES:
             error = TooLarge(
-                f"{envelope.kind} is {size} bytes; "
+                f"{envelope.kind} is {len(wire)} bytes; "
                 f"the limit for one message is {MAX_REQUEST_BYTES}",
                 request_id=envelope.id,
             )
-            if queue is self._requests:
-                future.set_result(
-                    Response(
-                        id=envelope.id,
-                        ok=False,
-                        error_code=ErrorCode.TOO_LARGE,
-                        error_message=error.message,
-                    )
-                )
-                return future
-            raise error
-        acquired = slots.acquire(blocking=timeout != 0, timeout=timeout if timeout else None)
-        if not acquired:
+            if queue is not self._requests:
+                raise error
+            refused = Response(
+                id=envelope.id,
+                ok=False,
+                error_code=ErrorCode.TOO_LARGE,
+                error_message=error.message,
+            )
+            if waiter is not None:
+                waiter.future.set_result(refused)  # the caller's own loop: no hand-over needed
+                return None
+            done: concurrent.futures.Future[Response | None] = concurrent.futures.Future()
+            done.set_result(refused)
+            return done
+        if not slots.take(timeout):
             raise OutboxFull("the client's outbox is full")
-        future.add_done_callback(lambda _f: slots.release())
+        future: concurrent.futures.Future[Response | None] | None = (
+            concurrent.futures.Future() if waiter is None else None
+        )
         item = _Outgoing(
-            envelope, wire, future, time.monotonic() + self.request_timeout, waiter=waiter
+            envelope,
+            wire,
+            time.monotonic() + self.request_timeout,
+            slots,
+            future=future,
+            waiter=waiter,
         )
         with self._lock:
             if queue is self._events and self._merge_unsent_event(item):
@@ -438,6 +498,7 @@ class CoordinatorClient:
             self._unsent_events_by_key[key] = item
             return False
         older.envelope = merged
+        assert item.future is not None
         older.followers.append(item.future)
         return True
 
@@ -526,40 +587,29 @@ class CoordinatorClient:
                 break
             except Exception as error:
                 if not _retryable(error) or self._closed:
-                    for item in batch:
-                        item.fail(CoordinatorUnavailable(f"request batch failed: {error}"))
+                    reason = f"request batch failed: {error}"
+                    _settle(batch, _unavailable(reason))
                     return
                 self.stats.update_retries += 1
-                expired = [item for item in batch if time.monotonic() > item.deadline]
-                for item in expired:
-                    item.fail(
-                        CoordinatorUnavailable(
-                            f"no answer within {self.request_timeout}s; last error: {error}"
-                        )
-                    )
-                batch = [item for item in batch if not item.future.done()]
+                expiry = f"no answer within {self.request_timeout}s; last error: {error}"
+                now = time.monotonic()
+                _settle(
+                    [item for item in batch if now > item.deadline],
+                    _unavailable(expiry),
+                )
+                batch = [item for item in batch if not item.settled]
                 if not batch:
                     return
                 log.debug("retrying %d requests after %s", len(batch), error)
                 await asyncio.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 2.0)
         by_id = {plain["id"]: Response(**plain) for plain in orjson.loads(answer.payload.data)}
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Response], Any]]] = {}
-        for item in batch:
-            if item.future.done():
-                continue  # expired while the update was retried
-            response = by_id.get(item.envelope.id)
-            outcome: Response | CoordinatorUnavailable = response or CoordinatorUnavailable(
-                "response missing from batch"
-            )
-            if isinstance(outcome, Response):
-                item.future.set_result(outcome)
-            else:
-                item.future.set_exception(outcome)
-            if item.waiter is not None:
-                by_loop.setdefault(item.waiter.loop, []).append((item.waiter.future, outcome))
-        for loop, outcomes in by_loop.items():
-            _hand_over(loop, outcomes)
+        _settle(
+            batch,
+            lambda item: (
+                by_id.get(item.envelope.id) or CoordinatorUnavailable("response missing from batch")
+            ),
+        )
         self.stats.requests_answered += len(batch)
 
     async def _send_events(self, batch: list[_Outgoing]) -> None:
@@ -574,18 +624,19 @@ class CoordinatorClient:
                 break
             except Exception as error:
                 if self._closed:
-                    for item in batch:
-                        item.fail(ClientClosed("client closed"))
+                    _settle(batch, lambda _item: ClientClosed("client closed"))
                     return
                 self.stats.signal_retries += 1
                 log.debug("retrying event batch %d after %s", seq, error)
                 await asyncio.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 2.0)
-        for item in batch:
-            for future in item.futures():
-                if not future.done():
-                    future.set_result(None)
+        _settle(batch, lambda _item: None)
         self.stats.events_delivered += sum(len(item.followers) + 1 for item in batch)
+
+
+def _unavailable(reason: str) -> Callable[[_Outgoing], BaseException]:
+    """For :func:`_settle`: a fresh :class:`CoordinatorUnavailable` per message."""
+    return lambda _item: CoordinatorUnavailable(reason)
 
 
 def _retryable(error: BaseException) -> bool:

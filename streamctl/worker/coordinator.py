@@ -11,7 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import os
+import threading
+import time
 from concurrent.futures import Executor, ProcessPoolExecutor
+from multiprocessing.managers import SyncManager
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
@@ -75,6 +79,21 @@ async def ensure_coordinator(
     )
 
 
+def exit_with_parent(parent_pid: int) -> None:
+    """Make a helper process (activity pool, state manager) end when the worker process does.
+
+    A worker killed with ``kill -9`` cannot stop its children; without this they would stay
+    forever, each holding catalog connections.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 async def run_coordinator_worker(
     address: str,
     namespace: str,
@@ -88,9 +107,16 @@ async def run_coordinator_worker(
     client = await connect(address, namespace)
     # Spawned, not forked: this process already runs gRPC and asyncio threads.
     context = multiprocessing.get_context("spawn")
+    manager = SyncManager(ctx=context)
+    manager.start(exit_with_parent, (os.getpid(),))
     with (
-        context.Manager() as manager,
-        ProcessPoolExecutor(max_workers=ACTIVITY_SLOTS, mp_context=context) as executor,
+        manager,
+        ProcessPoolExecutor(
+            max_workers=ACTIVITY_SLOTS,
+            mp_context=context,
+            initializer=exit_with_parent,
+            initargs=(os.getpid(),),
+        ) as executor,
     ):
         worker = build_worker(
             client,

@@ -75,7 +75,7 @@ SENDER_MEMORY_SECONDS = 24 * 3600.0
 class CoordinatorConfig:
     """The knobs. ``batch_size`` and ``timeout`` are the ones a user must know."""
 
-    batch_size: int = 500
+    batch_size: int = 2000
     timeout: float = 0.05
     max_pending: int = 20_000
     max_batch_bytes: int = 1_000_000

@@ -1,0 +1,71 @@
+"""The client's bounded outbox on its own (no coordinator): room, refusal, and closing.
+
+A client that is never connected keeps everything queued, which makes the outbox's accounting
+observable: each message holds one slot until it gets its outcome, merged events included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from streamctl.client.client import CoordinatorClient
+from streamctl.client.errors import ClientClosed, OutboxFull
+from streamctl.workflows import messages as m
+from streamctl.workflows.messages import ErrorCode
+
+
+def test_a_full_event_outbox_refuses_then_frees_its_room_on_close():
+    client = CoordinatorClient(max_outbox=2)
+    client.try_send(m.RegisterWorker("a"))
+    client.try_send(m.RegisterWorker("b"))
+    with pytest.raises(OutboxFull):
+        client.try_send(m.RegisterWorker("c"))
+    with pytest.raises(TimeoutError):
+        client.send_timeout(m.RegisterWorker("c"), 0.05)
+    client.close(timeout=0)
+    with pytest.raises(ClientClosed):
+        client.try_send(m.RegisterWorker("d"))
+
+
+def test_merged_heartbeats_each_hold_a_slot_and_all_resolve_on_close():
+    client = CoordinatorClient(max_outbox=3)
+    futures = [client._enqueue_event(m.Heartbeat("a"), 0) for _ in range(3)]
+    with pytest.raises(OutboxFull):
+        client.try_send(m.Heartbeat("a"))
+    client.close(timeout=0)
+    for future in futures:
+        assert isinstance(future.exception(timeout=1), ClientClosed)
+
+
+async def test_asyncio_callers_wait_for_room_and_learn_when_the_client_closes():
+    client = CoordinatorClient(max_outbox=1)
+    first = asyncio.create_task(client.ask_response(m.GetSink("x")))
+    second = asyncio.create_task(client.ask_response(m.GetSink("y")))
+    await asyncio.sleep(0.05)
+    assert not first.done() and not second.done()  # the second waits for room
+    closer = threading.Thread(target=client.close, kwargs={"timeout": 0})
+    closer.start()
+    with pytest.raises(ClientClosed):
+        await first
+    closer.join()
+    with pytest.raises(ClientClosed):
+        await second  # got room after the first was settled, then found the client closed
+
+
+async def test_an_oversized_request_is_answered_at_once_without_using_the_outbox():
+    client = CoordinatorClient(max_outbox=1)
+    try:
+        config = {"blob": "x" * 300_000}
+        response = await client.ask_response(m.CreateSink("big", (), "Print", config))
+        assert response.error_code == ErrorCode.TOO_LARGE and "bytes" in (
+            response.error_message or ""
+        )
+        blocking = await asyncio.to_thread(
+            client.ask_response_blocking, m.CreateSink("big", (), "Print", config)
+        )
+        assert blocking.error_code == ErrorCode.TOO_LARGE
+    finally:
+        client.close(timeout=0)
