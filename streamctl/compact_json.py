@@ -4,12 +4,13 @@ Every request is serialized a few times on its way (client size check and update
 stored request and response rows, the answer to its batch). ``orjson`` does that several
 times faster than the standard library and writes dataclasses natively. It refuses a few
 values the standard library writes (integers beyond 64 bits, non-string keys); those take
-the standard library's path, so the output never depends on which library wrote it beyond
-whitespace.
+the standard library's path. NaN and infinities, which JSON cannot express, are written as
+``null`` (PostgreSQL's JSON columns refuse the standard library's bare ``NaN``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any
@@ -18,8 +19,6 @@ import orjson
 
 
 def _fallback_default(value: Any) -> Any:
-    import dataclasses
-
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     return str(value)

@@ -34,6 +34,8 @@ from streamctl.lifecycle.agents import AgentState
 
 K = TypeVar("K", bound=Hashable)
 
+Row = TypeVar("Row", bound=Base)
+
 BULK_INSERT_ORDER: tuple[type[Base], ...] = (
     Worker,
     LogicalSource,
@@ -55,9 +57,6 @@ def column_values(row: Base) -> dict[str, Any]:
             value = column.default.arg
         values[column.name] = value
     return values
-
-
-Row = TypeVar("Row", bound=Base)
 
 
 class EntityMap(Generic[K, Row]):
