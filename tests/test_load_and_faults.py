@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 import threading
 import uuid
 from collections import defaultdict
@@ -28,6 +27,7 @@ from conftest import RunningCoordinator
 from streamctl.bench.requests import SCHEMA, mixed_request
 from streamctl.client.client import new_id
 from streamctl.worker.coordinator import ensure_coordinator
+from streamctl.worker.supervisor import coordinator_command
 from streamctl.workflows import messages as m
 from streamctl.workflows.coordinator import CoordinatorConfig
 from streamctl.workflows.messages import Response
@@ -146,19 +146,7 @@ async def test_continue_as_new_every_50_passes_with_10000_in_flight(
 
 def start_worker_process(address: str, catalog_url: str, task_queue: str, log: Path) -> Any:
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamctl.client.cli",
-            "coordinator",
-            "--address",
-            address,
-            "--catalog",
-            catalog_url,
-            "--task-queue",
-            task_queue,
-            "--no-start-workflow",
-        ],
+        coordinator_command(address, catalog_url, task_queue),
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,
     )

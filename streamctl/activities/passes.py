@@ -309,19 +309,9 @@ def _request_batches(requests: RawValue, arrivals: list[float]) -> list[list[_Re
     return batches
 
 
-def _response_json(response: Response) -> dict[str, Any]:
-    return {
-        "id": response.id,
-        "ok": response.ok,
-        "result": response.result,
-        "error_code": response.error_code,
-        "error_message": response.error_message,
-        "version": response.version,
-    }
-
-
 def _batch_answers(batches: list[list[_Request]], answers: dict[str, Response]) -> list[str]:
-    return [dumps([_response_json(answers[r.id]) for r in batch]) for batch in batches]
+    # Responses are dataclasses, which dumps writes field by field (id, ok, result, ...).
+    return [dumps([answers[r.id] for r in batch]) for batch in batches]
 
 
 def _error(request_id: str, code: str, message: str, version: int) -> Response:

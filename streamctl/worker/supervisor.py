@@ -59,7 +59,9 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def coordinator_command(address: str, catalog_url: str) -> list[str]:
+def coordinator_command(address: str, catalog_url: str, task_queue: str | None = None) -> list[str]:
+    """The command line of one coordinator worker process (it never starts the workflow)."""
+    queue = ["--task-queue", task_queue] if task_queue is not None else []
     return [
         sys.executable,
         "-m",
@@ -69,6 +71,7 @@ def coordinator_command(address: str, catalog_url: str) -> list[str]:
         address,
         "--catalog",
         catalog_url,
+        *queue,
         "--no-start-workflow",
     ]
 
