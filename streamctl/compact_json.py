@@ -36,8 +36,10 @@ _LONG_NUMBER = re.compile(rb"[0-9]{19,}")
 """A digit run that may be an integer beyond 64 bits, which orjson would read as a float."""
 
 
-def loads(data: bytes) -> Any:
+def loads(data: bytes | str) -> Any:
     """Parse JSON exactly as ``json.loads`` does (big integers stay integers, NaN is read)."""
+    if isinstance(data, str):  # catalog JSON columns arrive as text
+        data = data.encode()
     if _LONG_NUMBER.search(data) is None:
         try:
             return orjson.loads(data)

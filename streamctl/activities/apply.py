@@ -12,7 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamctl.catalog.models import LogicalSource, PhysicalSource, Query, Sink, Worker
+from streamctl.catalog.rows import (
+    EntityRow,
+    LogicalSourceRow,
+    PhysicalSourceRow,
+    QueryRow,
+    SinkRow,
+    WorkerRow,
+)
 from streamctl.catalog.schema import (
     SINK_TYPES,
     SOURCE_TYPES,
@@ -66,7 +73,7 @@ class PassContext:
 # --- row rendering ---------------------------------------------------------------------------
 
 
-def worker_json(row: Worker) -> dict[str, Any]:
+def worker_json(row: WorkerRow) -> dict[str, Any]:
     return {
         "name": row.name,
         "state": row.state,
@@ -81,11 +88,11 @@ def worker_json(row: Worker) -> dict[str, Any]:
     }
 
 
-def logical_source_json(row: LogicalSource) -> dict[str, Any]:
+def logical_source_json(row: LogicalSourceRow) -> dict[str, Any]:
     return {"name": row.name, "schema": row.schema, "created_version": row.created_version}
 
 
-def physical_source_json(row: PhysicalSource) -> dict[str, Any]:
+def physical_source_json(row: PhysicalSourceRow) -> dict[str, Any]:
     return {
         "id": row.id,
         "logical_source": row.logical_source,
@@ -96,7 +103,7 @@ def physical_source_json(row: PhysicalSource) -> dict[str, Any]:
     }
 
 
-def sink_json(row: Sink) -> dict[str, Any]:
+def sink_json(row: SinkRow) -> dict[str, Any]:
     return {
         "name": row.name,
         "schema": row.schema,
@@ -106,7 +113,7 @@ def sink_json(row: Sink) -> dict[str, Any]:
     }
 
 
-def query_json(row: Query) -> dict[str, Any]:
+def query_json(row: QueryRow) -> dict[str, Any]:
     return {
         "id": row.id,
         "statement": row.statement,
@@ -147,14 +154,14 @@ def _not_found(what: str, key: object) -> RequestFailed:
     return RequestFailed(ErrorCode.NOT_FOUND, f"{what} {key!r} does not exist")
 
 
-def _stamp(ctx: PassContext, row: Worker | LogicalSource | PhysicalSource | Sink | Query) -> None:
+def _stamp(ctx: PassContext, row: EntityRow) -> None:
     row.updated_version = ctx.view.version
 
 
 # --- workers (stage 1) -----------------------------------------------------------------------
 
 
-def _agent_transition(ctx: PassContext, row: Worker, trigger: AgentTrigger, reason: str) -> None:
+def _agent_transition(ctx: PassContext, row: WorkerRow, trigger: AgentTrigger, reason: str) -> None:
     before = AgentState(row.state)
     after = transition(before, trigger)
     if after is not before:
@@ -167,7 +174,7 @@ def register_worker(ctx: PassContext, event: m.RegisterWorker, received_at: floa
     name = _name(event.name, "worker name")
     row = ctx.view.workers.get(name)
     if row is None:
-        row = Worker(
+        row = WorkerRow(
             name=name,
             state=transition(None, AgentTrigger.REGISTER),
             capacity=max(0, event.capacity),
@@ -252,7 +259,7 @@ def create_logical_source(ctx: PassContext, request: m.CreateLogicalSource) -> A
     schema = _schema(request.schema)
     if ctx.view.logical_sources.get(name) is not None:
         raise RequestFailed(ErrorCode.ALREADY_EXISTS, f"logical source {name!r} already exists")
-    row = LogicalSource(
+    row = LogicalSourceRow(
         name=name,
         schema=schema,
         created_version=ctx.view.version,
@@ -310,7 +317,7 @@ def create_physical_source(ctx: PassContext, request: m.CreatePhysicalSource) ->
     if request.worker is not None and ctx.view.workers.get(request.worker) is None:
         raise _not_found("worker", request.worker)
     ctx.view.load_physical_sources_of([request.logical_source])
-    row = PhysicalSource(
+    row = PhysicalSourceRow(
         id=ctx.view.next_id("physical_source"),
         logical_source=request.logical_source,
         type=source_type,
@@ -361,7 +368,7 @@ def create_sink(ctx: PassContext, request: m.CreateSink) -> Any:
     sink_type = _kind(request.type, SINK_TYPES, "sink")
     if ctx.view.sinks.get(name) is not None:
         raise RequestFailed(ErrorCode.ALREADY_EXISTS, f"sink {name!r} already exists")
-    row = Sink(
+    row = SinkRow(
         name=name,
         schema=schema,
         type=sink_type,
@@ -402,7 +409,7 @@ def list_sinks(ctx: PassContext, _request: m.ListSinks) -> Any:
     return [sink_json(row) for row in sorted(ctx.view.sinks.all(), key=lambda r: r.name)]
 
 
-def _drop_queries(ctx: PassContext, queries: list[Query], reason: str) -> list[int]:
+def _drop_queries(ctx: PassContext, queries: list[QueryRow], reason: str) -> list[int]:
     for query in queries:
         ctx.view.queries.remove(query.id)
         ctx.record("query", query.id, "drop", reason)

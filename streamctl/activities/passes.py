@@ -32,7 +32,7 @@ from temporalio.common import RawValue
 
 from streamctl.activities import apply
 from streamctl.activities.decode import MAX_REQUEST_BYTES, DecodeError, body_size, decode
-from streamctl.catalog.models import ChangelogEntry, SnapshotVersion, StoredResponse
+from streamctl.catalog.models import ChangelogEntry, SnapshotVersion, StoredResponse, table_of
 from streamctl.catalog.store import bulk_insert, catalog_engine, one_of
 from streamctl.catalog.view import CatalogView
 from streamctl.compact_json import dumps, loads
@@ -48,15 +48,15 @@ RESPONSE_RETENTION_SECONDS = 7 * 24 * 3600
 PRUNE_EVERY_PASSES = 500
 
 
-def _stored(row: StoredResponse) -> Response:
-    return Response(
-        id=row.request_id,
-        ok=row.ok,
-        result=row.result,
-        error_code=row.error_code,
-        error_message=row.error_message,
-        version=row.version,
-    )
+_STORED_ANSWER = (
+    StoredResponse.request_id,
+    StoredResponse.ok,
+    StoredResponse.result,
+    StoredResponse.error_code,
+    StoredResponse.error_message,
+    StoredResponse.version,
+)
+"""The columns of a stored response, in :class:`Response`'s field order."""
 
 
 def _load_stored(session: Session, ids: Iterable[str]) -> dict[str, Response]:
@@ -64,10 +64,10 @@ def _load_stored(session: Session, ids: Iterable[str]) -> dict[str, Response]:
     found: dict[str, Response] = {}
     for start in range(0, len(wanted), 500):
         chunk = wanted[start : start + 500]
-        for row in session.scalars(
-            select(StoredResponse).where(one_of(session, StoredResponse.request_id, chunk))
+        for values in session.execute(
+            select(*_STORED_ANSWER).where(one_of(session, StoredResponse.request_id, chunk))
         ):
-            found[row.request_id] = _stored(row)
+            found[values[0]] = Response(*values)
     return found
 
 
@@ -196,8 +196,8 @@ class CatalogActivities:
                 )
 
         view.write()
-        bulk_insert(session, ChangelogEntry, changelog)
-        bulk_insert(session, StoredResponse, stored_rows)
+        bulk_insert(session, table_of(ChangelogEntry), changelog)
+        bulk_insert(session, table_of(StoredResponse), stored_rows)
         snapshot.requests = len(requests)
         snapshot.events = len(pass_input.events)
         snapshot.changes = len(changelog)

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -43,6 +44,13 @@ naming_convention = {
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=naming_convention)
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+def table_of(model: type[Base]) -> Table:
+    """A model's table, typed as a :class:`Table` (SQLAlchemy types it as any FROM clause)."""
+    table = model.__table__
+    assert isinstance(table, Table)
+    return table
 
 
 class Versioned:
@@ -157,7 +165,9 @@ class ChangelogEntry(Base):
     id: Mapped[int] = mapped_column(
         BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
     )
-    version: Mapped[int] = mapped_column(ForeignKey("snapshot_versions.version"), index=True)
+    # The snapshot version that made the change. No foreign key: its per-row check was most of
+    # a pass's changelog write, and the single writer inserts both rows in one transaction.
+    version: Mapped[int] = mapped_column(BigInteger)
     seq: Mapped[int] = mapped_column(Integer)
     message_id: Mapped[str] = mapped_column(String(255))
     entity: Mapped[str] = mapped_column(String(32))

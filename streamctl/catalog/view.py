@@ -2,122 +2,156 @@
 
 A pass applies hundreds of messages in one transaction. Issuing SQL per message would cap the
 coordinator at a few hundred requests per second, so a :class:`CatalogView` loads the rows a
-batch refers to in a few bulk queries, lets the pass change them in memory (through the ORM
-session's identity map, with autoflush off) and writes everything in one flush at commit.
-Creating and dropping the same entity in one pass therefore costs no SQL at all: this is the
-compaction DESIGN §3 allows, and it never changes an answer because every message still sees
-the state left by the messages before it.
+batch refers to in a few bulk SELECTs, lets the pass change them in memory as plain rows
+(:mod:`streamctl.catalog.rows`) and writes what changed at the end, in a handful of set-based
+statements. Creating and dropping the same entity in one pass therefore costs no SQL at all:
+this is the compaction DESIGN §3 allows, and it never changes an answer because every message
+still sees the state left by the messages before it.
 
-Only the pass activity uses a view; it is the catalog's single writer.
+What :meth:`CatalogView.write` sends, in this order, so that every foreign key holds after
+each statement:
+
+1. new rows, parents before children (PostgreSQL ``COPY``, elsewhere one executemany);
+2. changed rows, as full-row UPDATEs by key (a row dropped and re-created in the pass is one
+   of these: the name stays taken throughout, so nothing that points at it breaks);
+3. deleted rows, children before parents, one ``DELETE ... WHERE key = ANY(keys)`` per table.
+
+Only the pass activity uses a view; it is the catalog's single writer, so rows loaded at the
+start of a pass cannot change underneath it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
+from operator import attrgetter
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import func, inspect, select
-from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy import Column, bindparam, delete, func, select, update
+from sqlalchemy.orm import Session
 
-from streamctl.catalog.models import (
-    Base,
-    IdSequence,
-    LogicalSource,
-    PhysicalSource,
-    Query,
-    QuerySource,
-    Sink,
-    Worker,
+from streamctl.catalog.models import IdSequence, QuerySource, Worker
+from streamctl.catalog.rows import (
+    ENTITY_ROWS,
+    EntityRow,
+    LogicalSourceRow,
+    PhysicalSourceRow,
+    QueryRow,
+    SinkRow,
+    WorkerRow,
 )
 from streamctl.catalog.store import bulk_insert, one_of
 from streamctl.lifecycle.agents import AgentState
 
 K = TypeVar("K", bound=Hashable)
+R = TypeVar("R", bound=EntityRow)
 
-Row = TypeVar("Row", bound=Base)
-
-BULK_INSERT_ORDER: tuple[type[Base], ...] = (
-    Worker,
-    LogicalSource,
-    Sink,
-    PhysicalSource,
-    Query,
-    QuerySource,
-)
-"""Entity tables whose new rows :meth:`CatalogView.write` bulk-inserts, parents first."""
+KEY_CHUNK = 500
+"""Keys per ``IN`` list where the database has no array parameters (SQLite)."""
 
 
-def column_values(row: Base) -> dict[str, Any]:
-    """A new row's column values as an INSERT would write them (scalar defaults applied)."""
-    values: dict[str, Any] = {}
-    for attribute in inspect(type(row)).column_attrs:
-        column = attribute.columns[0]
-        value = getattr(row, attribute.key)
-        if value is None and column.default is not None and column.default.is_scalar:
-            value = column.default.arg
-        values[column.name] = value
-    return values
+class EntityMap(Generic[K, R]):
+    """Rows of one table keyed by primary key: loaded on demand, changed in memory.
 
+    ``_rows`` holds what the pass sees (``None``: no such row); ``_loaded`` holds the values of
+    every row as the catalog had it before the pass, which tells new, changed and deleted rows
+    apart when the pass writes.
+    """
 
-class EntityMap(Generic[K, Row]):
-    """Rows of one table keyed by primary key: loaded on demand, changed in memory."""
-
-    def __init__(
-        self, session: Session, model: type[Row], key_column: InstrumentedAttribute[Any]
-    ) -> None:
+    def __init__(self, session: Session, row_type: type[R]) -> None:
         self._session = session
-        self._model = model
-        self._key_column = key_column
-        self._key_of: Callable[[Row], K] = lambda row: getattr(row, key_column.key)
-        self._rows: dict[K, Row | None] = {}
+        self._row_type = row_type
+        table = row_type.TABLE
+        self._columns: list[Column[Any]] = list(table.columns)
+        self._names = [column.name for column in self._columns]
+        self._key_column = table.c[row_type.KEY]
+        self._key_index = self._names.index(row_type.KEY)
+        self._values_of = attrgetter(*self._names)
+        self._rows: dict[K, R | None] = {}
+        self._loaded: dict[K, tuple[Any, ...]] = {}
         self._all_loaded = False
 
+    # --- reading --------------------------------------------------------------------------
+
+    def absorb_where(self, *conditions: Any) -> None:
+        """Load the rows matching ``conditions``, keeping what this pass already changed."""
+        key_index = self._key_index
+        for values in self._session.execute(select(*self._columns).where(*conditions)):
+            key = values[key_index]
+            if key not in self._rows:
+                self._rows[key] = self._row_type(*values)
+                self._loaded[key] = tuple(values)
+
     def preload(self, keys: Iterable[K]) -> None:
-        missing = [key for key in set(keys) if key not in self._rows]
-        if self._all_loaded or not missing:
+        if self._all_loaded:
             return
-        for chunk_start in range(0, len(missing), 500):
-            chunk = missing[chunk_start : chunk_start + 500]
-            for row in self._session.scalars(
-                select(self._model).where(one_of(self._session, self._key_column, chunk))
-            ):
-                self._rows[self._key_of(row)] = row
+        missing = [key for key in set(keys) if key not in self._rows]
+        for start in range(0, len(missing), KEY_CHUNK):
+            chunk = missing[start : start + KEY_CHUNK]
+            self.absorb_where(one_of(self._session, self._key_column, chunk))
             for key in chunk:
                 self._rows.setdefault(key, None)
 
-    def absorb(self, rows: Iterable[Row]) -> None:
-        """Take rows loaded by another query, keeping what this pass already changed."""
-        for row in rows:
-            self._rows.setdefault(self._key_of(row), row)
-
-    def get(self, key: K) -> Row | None:
+    def get(self, key: K) -> R | None:
         if key not in self._rows:
             self.preload([key])
         return self._rows.get(key)
 
-    def all(self) -> list[Row]:
+    def all(self) -> list[R]:
         if not self._all_loaded:
-            self.absorb(self._session.scalars(select(self._model)))
+            self.absorb_where()
             self._all_loaded = True
-        return [row for row in self._rows.values() if row is not None]
+        return self.all_loaded()
 
-    def all_loaded(self) -> list[Row]:
+    def all_loaded(self) -> list[R]:
         """Rows this map holds now, without loading the rest of the table."""
         return [row for row in self._rows.values() if row is not None]
 
-    def add(self, row: Row) -> None:
-        self._session.add(row)
-        self._rows[self._key_of(row)] = row
+    # --- changing -------------------------------------------------------------------------
+
+    def add(self, row: R) -> None:
+        self._rows[getattr(row, self._row_type.KEY)] = row
 
     def remove(self, key: K) -> None:
-        row = self._rows.get(key)
-        if row is None:
+        if self._rows.get(key) is not None:
+            self._rows[key] = None
+
+    # --- writing --------------------------------------------------------------------------
+
+    def inserts(self) -> list[dict[str, Any]]:
+        loaded = self._loaded
+        return [
+            dict(zip(self._names, self._values_of(row), strict=True))
+            for key, row in self._rows.items()
+            if row is not None and key not in loaded
+        ]
+
+    def write_updates(self) -> None:
+        loaded = self._loaded
+        changed: list[dict[str, Any]] = []
+        for key, row in self._rows.items():
+            if row is None or key not in loaded:
+                continue
+            values = self._values_of(row)
+            if values != loaded[key]:
+                changed.append({f"v_{n}": v for n, v in zip(self._names, values, strict=True)})
+        if not changed:
             return
-        if row in self._session.new:
-            self._session.expunge(row)
-        else:
-            self._session.delete(row)
-        self._rows[key] = None
+        # Bind names differ from column names: SQLAlchemy reserves those for the SET clause.
+        statement = (
+            update(self._row_type.TABLE)
+            .where(self._key_column == bindparam(f"v_{self._row_type.KEY}"))
+            .values({n: bindparam(f"v_{n}") for n in self._names if n != self._row_type.KEY})
+        )
+        self._session.execute(statement, changed)
+
+    def write_deletes(self) -> None:
+        gone = [key for key, row in self._rows.items() if row is None and key in self._loaded]
+        for start in range(0, len(gone), KEY_CHUNK):
+            self._session.execute(
+                delete(self._row_type.TABLE).where(
+                    one_of(self._session, self._key_column, gone[start : start + KEY_CHUNK])
+                )
+            )
 
 
 class CatalogView:
@@ -127,20 +161,29 @@ class CatalogView:
         self.session = session
         self.version = version
         self.now = now
-        self.workers: EntityMap[str, Worker] = EntityMap(session, Worker, Worker.name)
-        self.logical_sources: EntityMap[str, LogicalSource] = EntityMap(
-            session, LogicalSource, LogicalSource.name
+        self.workers: EntityMap[str, WorkerRow] = EntityMap(session, WorkerRow)
+        self.logical_sources: EntityMap[str, LogicalSourceRow] = EntityMap(
+            session, LogicalSourceRow
         )
-        self.physical_sources: EntityMap[int, PhysicalSource] = EntityMap(
-            session, PhysicalSource, PhysicalSource.id
+        self.physical_sources: EntityMap[int, PhysicalSourceRow] = EntityMap(
+            session, PhysicalSourceRow
         )
-        self.sinks: EntityMap[str, Sink] = EntityMap(session, Sink, Sink.name)
-        self.queries: EntityMap[int, Query] = EntityMap(session, Query, Query.id)
+        self.sinks: EntityMap[str, SinkRow] = EntityMap(session, SinkRow)
+        self.queries: EntityMap[int, QueryRow] = EntityMap(session, QueryRow)
         self._physical_loaded_for: set[str] = set()
         self._query_sources: dict[int, set[str]] = {}
         self._query_sources_loaded_for: set[str] = set()
         self._query_sinks_loaded_for: set[str] = set()
         self._sequences: dict[str, IdSequence] = {}
+
+    def _maps(self) -> dict[type[EntityRow], EntityMap[Any, Any]]:
+        return {
+            WorkerRow: self.workers,
+            LogicalSourceRow: self.logical_sources,
+            SinkRow: self.sinks,
+            PhysicalSourceRow: self.physical_sources,
+            QueryRow: self.queries,
+        }
 
     # --- dependents -----------------------------------------------------------------------
 
@@ -148,16 +191,11 @@ class CatalogView:
         names = [name for name in set(logical_names) if name not in self._physical_loaded_for]
         if not names:
             return
-        self.physical_sources.absorb(
-            self.session.scalars(
-                select(PhysicalSource).where(
-                    one_of(self.session, PhysicalSource.logical_source, names)
-                )
-            )
-        )
+        column = PhysicalSourceRow.TABLE.c.logical_source
+        self.physical_sources.absorb_where(one_of(self.session, column, names))
         self._physical_loaded_for.update(names)
 
-    def physical_sources_of(self, logical_name: str) -> list[PhysicalSource]:
+    def physical_sources_of(self, logical_name: str) -> list[PhysicalSourceRow]:
         self.load_physical_sources_of([logical_name])
         return [
             row for row in self.physical_sources.all_loaded() if row.logical_source == logical_name
@@ -176,7 +214,7 @@ class CatalogView:
             self._query_sources.setdefault(query_id, set()).add(source)
         self._query_sources_loaded_for.update(names)
 
-    def queries_reading(self, logical_name: str) -> list[Query]:
+    def queries_reading(self, logical_name: str) -> list[QueryRow]:
         self.load_queries_reading([logical_name])
         ids = [qid for qid, sources in self._query_sources.items() if logical_name in sources]
         self.queries.preload(ids)
@@ -186,12 +224,10 @@ class CatalogView:
         names = [n for n in set(sink_names) if n not in self._query_sinks_loaded_for]
         if not names:
             return
-        self.queries.absorb(
-            self.session.scalars(select(Query).where(one_of(self.session, Query.sink, names)))
-        )
+        self.queries.absorb_where(one_of(self.session, QueryRow.TABLE.c.sink, names))
         self._query_sinks_loaded_for.update(names)
 
-    def queries_writing(self, sink_name: str) -> list[Query]:
+    def queries_writing(self, sink_name: str) -> list[QueryRow]:
         self.load_queries_writing([sink_name])
         return [q for q in self.queries.all_loaded() if q.sink == sink_name]
 
@@ -212,45 +248,23 @@ class CatalogView:
     # --- writing --------------------------------------------------------------------------
 
     def write(self) -> None:
-        """Send the pass's changes to the database (the transaction stays open).
-
-        On PostgreSQL, new entity rows go in by ``COPY`` (:func:`bulk_insert`), parents before
-        children, and only updates and deletes take the unit of work: its per-row INSERTs were
-        a third of a pass that creates hundreds of entities. COPY runs first, so an updated row
-        may point at a row created in this pass. A new row that replaces a row deleted in this
-        pass (drop and create of one name) stays with the unit of work, which turns the pair
-        into an UPDATE. Elsewhere (SQLite) the unit of work writes everything.
-        """
-        session = self.session
-        if session.get_bind().dialect.name == "postgresql":
-            replaced = {(type(row), inspect(row).identity) for row in session.deleted}
-            new_rows: dict[type[Base], list[Base]] = {}
-            for row in session.new:
-                model = type(row)
-                if model in BULK_INSERT_ORDER:
-                    key = inspect(model).primary_key_from_instance(row)
-                    if (model, tuple(key)) not in replaced:
-                        new_rows.setdefault(model, []).append(row)
-            for model in BULK_INSERT_ORDER:
-                rows = new_rows.get(model, [])
-                for row in rows:
-                    session.expunge(row)
-                bulk_insert(session, model, [column_values(row) for row in rows])
-        session.flush()
+        """Send the pass's changes to the database (the transaction stays open)."""
+        maps = self._maps()
+        ordered: Sequence[EntityMap[Any, Any]] = [maps[row_type] for row_type in ENTITY_ROWS]
+        for row_type, entity_map in zip(ENTITY_ROWS, ordered, strict=True):
+            bulk_insert(self.session, row_type.TABLE, entity_map.inserts())
+        for entity_map in ordered:
+            entity_map.write_updates()
+        for entity_map in reversed(ordered):
+            entity_map.write_deletes()
+        self.session.flush()  # id sequences (ORM rows)
 
     # --- liveness -------------------------------------------------------------------------
 
-    def live_workers(self) -> list[Worker]:
-        self.workers.absorb(
-            self.session.scalars(
-                select(Worker).where(Worker.state.in_([AgentState.ALIVE, AgentState.SUSPECT]))
-            )
-        )
-        return [
-            w
-            for w in self.workers.all_loaded()
-            if w.state in (AgentState.ALIVE, AgentState.SUSPECT)
-        ]
+    def live_workers(self) -> list[WorkerRow]:
+        live = (AgentState.ALIVE, AgentState.SUSPECT)
+        self.workers.absorb_where(WorkerRow.TABLE.c.state.in_(live))
+        return [w for w in self.workers.all_loaded() if w.state in live]
 
     def next_liveness_deadline(self, suspect_after: float, dead_after: float) -> float | None:
         """The earliest time an ALIVE or SUSPECT worker changes state (after :meth:`write`)."""
