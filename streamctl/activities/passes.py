@@ -33,7 +33,7 @@ from temporalio.common import RawValue
 from streamctl.activities import apply
 from streamctl.activities.decode import MAX_REQUEST_BYTES, DecodeError, body_size, decode
 from streamctl.catalog.models import ChangelogEntry, SnapshotVersion, StoredResponse, table_of
-from streamctl.catalog.store import bulk_insert, catalog_engine, one_of
+from streamctl.catalog.store import bulk_insert, catalog_engine, key_chunks, one_of
 from streamctl.catalog.view import CatalogView
 from streamctl.compact_json import dumps, loads
 from streamctl.lifecycle.agents import LivenessPolicy
@@ -60,10 +60,8 @@ _STORED_ANSWER = (
 
 
 def _load_stored(session: Session, ids: Iterable[str]) -> dict[str, Response]:
-    wanted = list(set(ids))
     found: dict[str, Response] = {}
-    for start in range(0, len(wanted), 500):
-        chunk = wanted[start : start + 500]
+    for chunk in key_chunks(session, set(ids)):
         for values in session.execute(
             select(*_STORED_ANSWER).where(one_of(session, StoredResponse.request_id, chunk))
         ):

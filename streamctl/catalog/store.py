@@ -10,7 +10,7 @@ server costs one failed pass attempt, which Temporal retries.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -143,6 +143,22 @@ def _copy_value(value: Any) -> str:
 
 def _copy_json(value: Any) -> str:
     return _copy_text(dumps(value))  # None is the JSON null, as the ORM writes it
+
+
+IN_LIST_LIMIT = 500
+"""Keys per ``IN`` list where the database has no array parameters (SQLite)."""
+
+
+def key_chunks(session: Session, keys: Iterable[Any]) -> Iterator[list[Any]]:
+    """``keys`` in lists for :func:`one_of`: all at once on PostgreSQL (one bound array), in
+    lists of :data:`IN_LIST_LIMIT` elsewhere (one bound parameter per key)."""
+    keys = list(keys)
+    if session.get_bind().dialect.name == "postgresql":
+        if keys:
+            yield keys
+        return
+    for start in range(0, len(keys), IN_LIST_LIMIT):
+        yield keys[start : start + IN_LIST_LIMIT]
 
 
 def one_of(session: Session, column: Any, values: Iterable[Any]) -> ColumnElement[bool]:

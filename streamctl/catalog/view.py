@@ -39,14 +39,11 @@ from streamctl.catalog.rows import (
     SinkRow,
     WorkerRow,
 )
-from streamctl.catalog.store import bulk_insert, one_of
+from streamctl.catalog.store import bulk_insert, key_chunks, one_of
 from streamctl.lifecycle.agents import AgentState
 
 K = TypeVar("K", bound=Hashable)
 R = TypeVar("R", bound=EntityRow)
-
-KEY_CHUNK = 500
-"""Keys per ``IN`` list where the database has no array parameters (SQLite)."""
 
 
 class EntityMap(Generic[K, R]):
@@ -85,8 +82,7 @@ class EntityMap(Generic[K, R]):
         if self._all_loaded:
             return
         missing = [key for key in set(keys) if key not in self._rows]
-        for start in range(0, len(missing), KEY_CHUNK):
-            chunk = missing[start : start + KEY_CHUNK]
+        for chunk in key_chunks(self._session, missing):
             self.absorb_where(one_of(self._session, self._key_column, chunk))
             for key in chunk:
                 self._rows.setdefault(key, None)
@@ -146,11 +142,9 @@ class EntityMap(Generic[K, R]):
 
     def write_deletes(self) -> None:
         gone = [key for key, row in self._rows.items() if row is None and key in self._loaded]
-        for start in range(0, len(gone), KEY_CHUNK):
+        for chunk in key_chunks(self._session, gone):
             self._session.execute(
-                delete(self._row_type.TABLE).where(
-                    one_of(self._session, self._key_column, gone[start : start + KEY_CHUNK])
-                )
+                delete(self._row_type.TABLE).where(one_of(self._session, self._key_column, chunk))
             )
 
 
