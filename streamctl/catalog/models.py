@@ -28,7 +28,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAME_LENGTH = 128
 
@@ -94,9 +94,6 @@ class PhysicalSource(Versioned, Base):
     worker: Mapped[str | None] = mapped_column(
         ForeignKey("workers.name", ondelete="RESTRICT"), index=True, nullable=True
     )
-    # Never loaded: declared so the unit of work deletes children before parents in one flush.
-    logical_source_row: Mapped[LogicalSource] = relationship(lazy="raise", viewonly=False)
-    worker_row: Mapped[Worker | None] = relationship(lazy="raise")
 
 
 class Sink(Versioned, Base):
@@ -122,8 +119,6 @@ class Query(Versioned, Base):
         ForeignKey("workers.name", ondelete="RESTRICT"), index=True, nullable=True
     )
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    sink_row: Mapped[Sink] = relationship(lazy="raise")
-    worker_row: Mapped[Worker | None] = relationship(lazy="raise")
 
 
 class QuerySource(Base):
@@ -137,8 +132,6 @@ class QuerySource(Base):
     logical_source: Mapped[str] = mapped_column(
         ForeignKey("logical_sources.name", ondelete="RESTRICT"), primary_key=True, index=True
     )
-    query_row: Mapped[Query] = relationship(lazy="raise")
-    logical_source_row: Mapped[LogicalSource] = relationship(lazy="raise")
 
 
 class SnapshotVersion(Base):
