@@ -376,6 +376,8 @@ class QueryStatusChanged(Event):
     query_id: int
     status: str
     error: str | None = None
+    agent: str = ""  # the reporting agent (streamctl.workflows.actions.AgentStatus protocol)
+    run: int = 0  # the start the report belongs to (QueryAssignment.run)
 
 
 REQUEST_TYPES: dict[str, type[Request]] = {

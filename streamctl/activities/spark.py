@@ -1,0 +1,291 @@
+"""Spark actions: the activities a Spark agent hosts for the coordinator (imports pyspark).
+
+The protocol (who calls what, what comes back, which events an agent pushes) is in
+:mod:`streamctl.workflows.actions`. This module keeps one :class:`SparkQueries` per agent
+process: the agent's SparkSession, the Spark queries it started keyed by catalog query id, and
+a ``StreamingQueryListener`` that turns Spark's callbacks into ``QueryStatusChanged`` and
+``Statistics`` events for the coordinator.
+
+Guarantees:
+
+* At most one Spark query per query id: ``start`` and ``stop`` hold one lock, and ``start`` of
+  a query that is active reports it instead of starting it again.
+* A query runs under the Spark name ``q<id>`` with its checkpoint at
+  ``<checkpoint root>/query-<id>``, so whichever agent starts it next resumes from the last
+  committed batch (the checkpoint root must be shared storage when agents run on different
+  machines).
+* A query's termination is reported once, as ``STOPPED`` after a stop asked for, ``FINISHED``
+  when bounded input ended, or ``CRASHED`` with Spark's error.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.listener import StreamingQueryListener
+from pyspark.sql.streaming.query import StreamingQuery
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from streamctl.planner.connectors.sinks import start_sink
+from streamctl.planner.connectors.sources import is_bounded, read_source
+from streamctl.planner.connectors.specs import ConnectorError, SinkSpec, SourceSpec
+from streamctl.planner.errors import PlannerError
+from streamctl.planner.plan import QueryPlan
+from streamctl.planner.translate import TranslatedQuery, build
+from streamctl.workflows import messages as m
+from streamctl.workflows.actions import (
+    AgentStatus,
+    QueryAssignment,
+    QueryReport,
+    StopAssignment,
+    query_name,
+)
+
+log = logging.getLogger(__name__)
+
+EventSink = Callable[[m.Event], None]
+"""Where an agent's events go (the client's non-blocking ``try_send`` in the agent process)."""
+
+
+@dataclass
+class _Started:
+    query: StreamingQuery
+    run: int
+    stopping: bool = False
+
+
+class SparkQueries:
+    """The Spark queries of one agent."""
+
+    def __init__(
+        self,
+        session: SparkSession,
+        agent: str,
+        checkpoint_root: Path,
+        work_root: Path,
+        emit: EventSink,
+    ) -> None:
+        self.session = session
+        self.agent = agent
+        self.checkpoint_root = Path(checkpoint_root)
+        self.work_root = Path(work_root)
+        self._emit = emit
+        self._lock = threading.RLock()
+        self._started: dict[int, _Started] = {}
+        self._listener = _Listener(self)
+        session.streams.addListener(self._listener)
+
+    # --- actions --------------------------------------------------------------------------
+
+    def start(self, assignment: QueryAssignment) -> QueryReport:
+        with self._lock:
+            current = self._started.get(assignment.query_id)
+            if current is not None and current.query.isActive:
+                current.run = max(current.run, assignment.run)
+                return self._report(assignment.query_id, current.run, AgentStatus.RUNNING)
+            translated, sink = self._build(assignment)
+            spark_query = start_sink(
+                translated.dataframe,
+                sink,
+                query_name=query_name(assignment.query_id),
+                checkpoint_dir=str(self.checkpoint_dir(assignment.query_id)),
+                output_mode=translated.output_mode,
+                available_now=translated.available_now,
+            )
+            self._started[assignment.query_id] = _Started(spark_query, assignment.run)
+            return self._report(assignment.query_id, assignment.run, AgentStatus.RUNNING)
+
+    def stop(self, assignment: StopAssignment) -> QueryReport:
+        with self._lock:
+            current = self._started.get(assignment.query_id)
+            if current is None or not current.query.isActive:
+                return self._report(assignment.query_id, assignment.run, AgentStatus.STOPPED)
+            current.stopping = True
+            spark_query = current.query
+        spark_query.stop()  # outside the lock: waits for the running batch's thread
+        return self._report(assignment.query_id, assignment.run, AgentStatus.STOPPED)
+
+    def list(self) -> list[QueryReport]:
+        with self._lock:
+            return [
+                self._report(query_id, started.run, AgentStatus.RUNNING)
+                for query_id, started in sorted(self._started.items())
+                if started.query.isActive
+            ]
+
+    def validate(self, assignment: QueryAssignment) -> None:
+        self._build(assignment)
+
+    def active_count(self) -> int:
+        with self._lock:
+            return sum(1 for started in self._started.values() if started.query.isActive)
+
+    def checkpoint_dir(self, query_id: int) -> Path:
+        return self.checkpoint_root / f"query-{query_id}"
+
+    def stop_all(self) -> None:
+        with self._lock:
+            running = [s for s in self._started.values() if s.query.isActive]
+            for started in running:
+                started.stopping = True
+        for started in running:
+            started.query.stop()
+
+    # --- building -------------------------------------------------------------------------
+
+    def _build(self, assignment: QueryAssignment) -> tuple[TranslatedQuery, SinkSpec]:
+        """The query's DataFrame and sink; a plan that cannot run raises a non-retryable error."""
+        try:
+            query_plan = QueryPlan.from_json_text(assignment.plan)
+            sources = {
+                name.casefold(): [
+                    SourceSpec(s.id, s.type, s.config, s.schema) for s in physical_sources
+                ]
+                for name, physical_sources in assignment.sources.items()
+            }
+            sink = SinkSpec(
+                assignment.sink.name,
+                assignment.sink.type,
+                assignment.sink.config,
+                assignment.sink.schema,
+            )
+            work_dir = self.work_root / f"query-{assignment.query_id}"
+            staging = work_dir / "staging"
+
+            def read(name: str) -> DataFrame:
+                specs = sources.get(name.casefold())
+                if not specs:
+                    raise ConnectorError(f"logical source {name!r} has no physical source")
+                frames = [read_source(self.session, spec, staging) for spec in specs]
+                frame = frames[0]
+                for other in frames[1:]:
+                    frame = frame.unionByName(other)
+                return frame
+
+            bounded = all(is_bounded(spec) for specs in sources.values() for spec in specs)
+            translated = build(query_plan, self.session, read, bounded=bounded, work_dir=work_dir)
+            return translated, sink
+        except (PlannerError, ConnectorError, ValueError) as error:
+            raise ApplicationError(
+                f"query {assignment.query_id} cannot run on agent {self.agent}: {error}",
+                type="QueryRejected",
+                non_retryable=True,
+            ) from None
+
+    def forget(self, query_id: int) -> None:
+        """Drop a query's checkpoint and work files (after the catalog dropped the query)."""
+        with self._lock:
+            self._started.pop(query_id, None)
+        shutil.rmtree(self.checkpoint_dir(query_id), ignore_errors=True)
+        shutil.rmtree(self.work_root / f"query-{query_id}", ignore_errors=True)
+
+    # --- reports --------------------------------------------------------------------------
+
+    def _report(
+        self, query_id: int, run: int, status: AgentStatus, error: str | None = None
+    ) -> QueryReport:
+        return QueryReport(query_id, run, str(status), self.agent, error)
+
+    def _query_id_of(self, name: str | None) -> int | None:
+        if not name or not name.startswith("q") or not name[1:].isdigit():
+            return None  # not one of ours
+        return int(name[1:])
+
+    def on_terminated(self, name: str | None, error: str | None) -> None:
+        query_id = self._query_id_of(name)
+        if query_id is None:
+            return
+        with self._lock:
+            started = self._started.get(query_id)
+            if started is None:
+                return
+            run, stopping = started.run, started.stopping
+        if error:
+            status = AgentStatus.CRASHED
+        elif stopping:
+            status = AgentStatus.STOPPED
+        else:
+            status = AgentStatus.FINISHED
+        self._emit(m.QueryStatusChanged(query_id, str(status), error, agent=self.agent, run=run))
+
+    def on_progress(self, name: str | None, values: dict[str, float]) -> None:
+        query_id = self._query_id_of(name)
+        if query_id is not None:
+            self._emit(m.Statistics(query_id, values))
+
+    def query_name_of_run(self, run_id: str) -> str | None:
+        """Spark's termination event has ids but no name; find the query by its run id."""
+        with self._lock:
+            for query_id, started in self._started.items():
+                if str(started.query.runId) == run_id:
+                    return query_name(query_id)
+        return None
+
+
+class _Listener(StreamingQueryListener):
+    """Spark's callbacks (on a Py4J thread) turned into the agent's events."""
+
+    def __init__(self, queries: SparkQueries) -> None:
+        self._queries = queries
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass  # the start action's answer reports RUNNING
+
+    def onQueryProgress(self, event: Any) -> None:
+        try:
+            progress = event.progress
+            values = {
+                "input_rows_per_s": float(progress.inputRowsPerSecond or 0.0),
+                "processed_rows_per_s": float(progress.processedRowsPerSecond or 0.0),
+                "batch_duration_ms": float(progress.batchDuration or 0),
+                "input_rows": float(progress.numInputRows or 0),
+                "state_rows": float(sum(op.numRowsTotal for op in progress.stateOperators)),
+                "batch_id": float(progress.batchId),
+            }
+            self._queries.on_progress(progress.name, values)
+        except Exception:  # a listener must never break Spark's listener bus
+            log.exception("could not report streaming progress")
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        try:
+            name = self._queries.query_name_of_run(str(event.runId))
+            self._queries.on_terminated(name, event.exception)
+        except Exception:
+            log.exception("could not report a terminated streaming query")
+
+
+class SparkActivities:
+    """The agent's activities (run in threads: every Spark call blocks)."""
+
+    def __init__(self, queries: SparkQueries) -> None:
+        self.queries = queries
+
+    @activity.defn(name="start_query")
+    def start_query(self, assignment: QueryAssignment) -> QueryReport:
+        return self.queries.start(assignment)
+
+    @activity.defn(name="stop_query")
+    def stop_query(self, assignment: StopAssignment) -> QueryReport:
+        return self.queries.stop(assignment)
+
+    @activity.defn(name="list_queries")
+    def list_queries(self, _agent: str) -> list[QueryReport]:
+        return self.queries.list()
+
+    @activity.defn(name="validate_plan")
+    def validate_plan(self, assignment: QueryAssignment) -> None:
+        self.queries.validate(assignment)
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.start_query, self.stop_query, self.list_queries, self.validate_plan]

@@ -1,0 +1,96 @@
+"""The contract between the coordinator and its Spark agents (pure Python, no Spark).
+
+Protocol
+--------
+* Each agent is a Temporal worker on task queue ``agent.<name>`` (:func:`agent_task_queue`).
+  The coordinator workflow runs these activities there, after a pass decided them:
+
+  - ``start_query(QueryAssignment) -> QueryReport``: start the query unless a Spark query with
+    that id already runs on the agent (then report it): starting is idempotent by query id.
+  - ``stop_query(StopAssignment) -> QueryReport``: stop it gracefully; stopping a query the
+    agent does not run reports ``STOPPED``.
+  - ``list_queries(str) -> list[QueryReport]``: everything the agent runs (reconciliation).
+  - ``validate_plan(QueryAssignment) -> None``: build the query without starting it; raises a
+    non-retryable error naming the problem.
+
+* Agents push :class:`~streamctl.workflows.messages.QueryStatusChanged` events when a query's
+  Spark status changes (:class:`AgentStatus`) and ``Statistics`` events with its progress.
+  Every report carries the agent's name and the assignment's ``run`` (how many times the
+  coordinator has started the query), so a late report from an earlier placement is
+  recognised and ignored.
+
+Guarantees an agent gives: at most one Spark query per query id; a query's checkpoint is
+``<checkpoint root>/query-<id>``, so an agent with the same (shared) checkpoint root resumes a
+query another agent ran, from its last committed batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+AGENT_TASK_QUEUE_PREFIX = "agent."
+
+
+def agent_task_queue(agent_name: str) -> str:
+    return f"{AGENT_TASK_QUEUE_PREFIX}{agent_name}"
+
+
+def query_name(query_id: int) -> str:
+    """The Spark query name of a catalog query (unique per SparkSession)."""
+    return f"q{query_id}"
+
+
+class AgentStatus(StrEnum):
+    """A query's status as its agent sees it; the coordinator maps it to a lifecycle trigger."""
+
+    RUNNING = "RUNNING"  # Spark query active
+    FINISHED = "FINISHED"  # bounded input done, every window emitted
+    STOPPED = "STOPPED"  # stopped on request, or not running here
+    CRASHED = "CRASHED"  # terminated with an error, or could not start
+
+
+@dataclass(frozen=True)
+class SourceAssignment:
+    """One physical source of a logical source the query reads."""
+
+    id: int
+    type: str
+    config: dict[str, Any]
+    schema: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class SinkAssignment:
+    name: str
+    type: str
+    config: dict[str, Any]
+    schema: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class QueryAssignment:
+    """Everything an agent needs to run a query; the plan is the binder's canonical JSON."""
+
+    query_id: int
+    run: int
+    plan: str
+    sources: dict[str, list[SourceAssignment]]
+    sink: SinkAssignment
+
+
+@dataclass(frozen=True)
+class StopAssignment:
+    query_id: int
+    run: int
+
+
+@dataclass(frozen=True)
+class QueryReport:
+    query_id: int
+    run: int
+    status: str
+    agent: str
+    error: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
