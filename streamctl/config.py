@@ -4,7 +4,7 @@
 ``STREAMCTL_NAMESPACE``         Temporal namespace, default ``default``
 ``STREAMCTL_CATALOG_URL``       catalog database URL, default SQLite in the state dir
 ``STREAMCTL_STATE_DIR``         where ``streamctl up`` keeps its files, default ``.state``
-``STREAMCTL_BATCH_SIZE``        messages per pass (coordinator start), default 500
+``STREAMCTL_BATCH_SIZE``        messages per pass (coordinator start), default 2000
 ``STREAMCTL_BATCH_TIMEOUT``     seconds to gather a batch (coordinator start), default 0.05
 """
 
@@ -34,7 +34,7 @@ def catalog_url(state: Path | None = None) -> str:
 
 
 def batch_size() -> int:
-    return int(os.environ.get("STREAMCTL_BATCH_SIZE", "500"))
+    return int(os.environ.get("STREAMCTL_BATCH_SIZE", "2000"))
 
 
 def batch_timeout() -> float:

@@ -214,6 +214,43 @@ def coordinator(
 
 
 @app.command()
+def agent(
+    name: str = typer.Option(..., help="Agent name; its task queue is agent.<name>."),
+    master: str = typer.Option("local[*]", help="Spark master URL, or sc:// for Spark Connect."),
+    capacity: int = typer.Option(4, min=1, help="Queries this agent runs at most."),
+    checkpoint_dir: Path | None = typer.Option(
+        None,
+        help="Checkpoint root (shared storage, so another agent can resume a query); "
+        "default <state dir>/checkpoints.",
+    ),
+    address: str | None = typer.Option(None, help="Temporal address."),
+    workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID, help="Coordinator workflow id."),
+) -> None:
+    """Run a Spark agent: one SparkSession, a Temporal worker on task queue agent.<name>."""
+    import logging
+
+    from streamctl.worker.agent import run_agent
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    state = config.state_dir()
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(
+            run_agent(
+                _address(address),
+                config.namespace(),
+                name,
+                master=master,
+                capacity=capacity,
+                checkpoint_dir=checkpoint_dir or state / "checkpoints",
+                work_dir=state / "agents",
+                workflow_id=workflow_id,
+            )
+        )
+
+
+@app.command()
 def demo(
     state_dir: Path | None = typer.Option(None),
     keep: bool = typer.Option(False, help="Leave the stack running afterwards."),
