@@ -68,8 +68,9 @@ def up(
     batch_size: int = typer.Option(config.batch_size(), help="Messages per pass."),
     timeout: float = typer.Option(config.batch_timeout(), help="Seconds to gather a batch."),
     coordinators: int = typer.Option(1, help="Coordinator worker processes."),
+    agents: int = typer.Option(1, min=0, help="Local Spark agents (local_1 ... local_N)."),
 ) -> None:
-    """Start the embedded stack: Temporal dev server, coordinator worker, coordinator workflow."""
+    """Start the embedded stack: Temporal dev server, coordinator worker and workflow, agents."""
     from streamctl.worker.supervisor import Supervisor, read_stack, run_foreground
 
     directory = _state_dir(state_dir)
@@ -87,7 +88,7 @@ def up(
             "--state-dir", str(directory), "--catalog", catalog_url,
             "--port", str(port), "--ui-port", str(ui_port),
             "--batch-size", str(batch_size), "--timeout", str(timeout),
-            "--coordinators", str(coordinators),
+            "--coordinators", str(coordinators), "--agents", str(agents),
         ]  # fmt: skip
         log = open(directory / "supervisor.log", "ab")  # noqa: SIM115
         process = subprocess.Popen(
@@ -113,6 +114,7 @@ def up(
         ui_port,
         CoordinatorConfig(batch_size=batch_size, timeout=timeout),
         coordinators,
+        agents,
     )
     asyncio.run(
         run_foreground(
@@ -229,7 +231,13 @@ def agent(
     """Run a Spark agent: one SparkSession, a Temporal worker on task queue agent.<name>."""
     import logging
 
+    from streamctl.catalog.schema import InvalidName, check_identifier
     from streamctl.worker.agent import run_agent
+
+    try:
+        check_identifier(name, "agent name")
+    except InvalidName as error:  # the coordinator would refuse its RegisterWorker
+        raise typer.BadParameter(str(error), param_hint="--name") from None
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -272,9 +280,10 @@ def demo(
             batch_size=config.batch_size(),
             timeout=config.batch_timeout(),
             coordinators=1,
+            agents=1,
         )
     try:
-        run_demo(_address(None, directory), console)
+        run_demo(_address(None, directory), console, expect_agent=started_here)
     finally:
         if started_here and not keep:
             stop_stack(directory)

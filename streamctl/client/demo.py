@@ -1,9 +1,12 @@
 """The demo behind ``streamctl demo``.
 
-Creates sources and sinks through the coordinator, then prints the catalog.
+Waits for the stack's Spark agent to register, creates sources and sinks through the
+coordinator, then prints the catalog.
 """
 
 from __future__ import annotations
+
+import time
 
 from rich.console import Console
 from rich.table import Table
@@ -36,8 +39,24 @@ DEMO_REQUESTS: list[m.Request] = [
 ]
 
 
-def run_demo(address: str, console: Console) -> None:
+AGENT_WAIT_S = 120.0
+"""Starting the agent's SparkSession takes ~10 s here; a cold JVM on a slow disk longer."""
+
+
+def wait_for_agent(client: CoordinatorClient, console: Console) -> None:
+    deadline = time.monotonic() + AGENT_WAIT_S
+    with console.status("waiting for the Spark agent to register"):
+        while time.monotonic() < deadline:
+            if any(w["state"] == "ALIVE" for w in client.ask_blocking(m.ListWorkers())):
+                return
+            time.sleep(0.5)
+    console.print(f"[yellow]no Spark agent registered within {AGENT_WAIT_S:.0f} s")
+
+
+def run_demo(address: str, console: Console, expect_agent: bool = True) -> None:
     with CoordinatorClient(address) as client:
+        if expect_agent:
+            wait_for_agent(client, console)
         for request in DEMO_REQUESTS:
             try:
                 client.ask_blocking(request)
@@ -53,6 +72,14 @@ def run_demo(address: str, console: Console) -> None:
 
 
 def render_catalog(client: CoordinatorClient, console: Console) -> None:
+    table = Table(title="workers (Spark agents)")
+    for column in ("name", "state", "capacity", "load", "task queue"):
+        table.add_column(column)
+    for row in client.ask_blocking(m.ListWorkers()):
+        table.add_row(
+            row["name"], row["state"], str(row["capacity"]), str(row["load"]), row["task_queue"]
+        )
+    console.print(table)
     table = Table(title="logical sources")
     table.add_column("name")
     table.add_column("schema")

@@ -1,10 +1,13 @@
-"""The embedded stack behind ``streamctl up``: Temporal dev server, coordinator worker, workflow.
+"""The embedded stack behind ``streamctl up``: Temporal dev server, coordinator worker, workflow,
+Spark agents.
 
 ``up`` runs a supervisor in the foreground (or, with ``--detach``, in a new session in the
 background, returning once the coordinator answers). The supervisor starts the Temporal dev
-server (state in ``<state-dir>/temporal.db``), then a coordinator worker process, makes sure the
-``coordinator`` workflow runs, writes ``<state-dir>/stack.json`` and restarts a child that
-dies. ``down`` stops the supervisor, which stops its children. Spark agents join with issue 3.
+server (state in ``<state-dir>/temporal.db``), then the coordinator worker processes, makes sure
+the ``coordinator`` workflow runs, starts the Spark agents (``local_1`` ... ``local_N``, one
+checkpoint root ``<state-dir>/checkpoints`` so any of them can resume another's query), writes
+``<state-dir>/stack.json`` and restarts a child that dies. ``down`` stops the supervisor, which
+stops the agents first (they stop their queries and unregister) and then the rest.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from temporalio.client import Client
@@ -37,6 +40,7 @@ class StackInfo:
     ui_url: str
     catalog_url: str
     state_dir: str
+    agent_pids: list[int] = field(default_factory=list)
 
 
 def read_stack(state_dir: Path) -> StackInfo | None:
@@ -76,6 +80,22 @@ def coordinator_command(address: str, catalog_url: str, task_queue: str | None =
     ]
 
 
+def agent_command(address: str, name: str, checkpoint_dir: Path) -> list[str]:
+    """The command line of one local Spark agent process."""
+    return [
+        sys.executable,
+        "-m",
+        "streamctl.client.cli",
+        "agent",
+        "--name",
+        name,
+        "--address",
+        address,
+        "--checkpoint-dir",
+        str(checkpoint_dir),
+    ]
+
+
 class Supervisor:
     def __init__(
         self,
@@ -85,6 +105,7 @@ class Supervisor:
         ui_port: int,
         config: CoordinatorConfig,
         coordinators: int = 1,
+        agents: int = 0,
     ) -> None:
         self.state_dir = state_dir
         self.catalog_url = catalog_url
@@ -92,6 +113,8 @@ class Supervisor:
         self.ui_port = ui_port
         self.config = config
         self.coordinators = coordinators
+        self.agent_names = [f"local_{index}" for index in range(1, agents + 1)]
+        self.agents: list[subprocess.Popen[bytes]] = []
         self.address = f"127.0.0.1:{port}"
         self.temporal: subprocess.Popen[bytes] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
@@ -106,6 +129,16 @@ class Supervisor:
             start_new_session=True,
         )
 
+    def _start_agent(self, name: str) -> subprocess.Popen[bytes]:
+        log = open(self.state_dir / f"agent-{name}.log", "ab")  # noqa: SIM115
+        return subprocess.Popen(
+            agent_command(self.address, name, self.state_dir / "checkpoints"),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "STREAMCTL_STATE_DIR": str(self.state_dir)},
+        )
+
     def _write_stack(self) -> None:
         assert self.temporal is not None
         info = StackInfo(
@@ -116,6 +149,7 @@ class Supervisor:
             ui_url=f"http://127.0.0.1:{self.ui_port}",
             catalog_url=self.catalog_url,
             state_dir=str(self.state_dir),
+            agent_pids=[a.pid for a in self.agents],
         )
         (self.state_dir / STACK_FILE).write_text(json.dumps(asdict(info), indent=2))
 
@@ -135,6 +169,7 @@ class Supervisor:
         client = await wait_for_server(self.address)
         self.workers = [self._start_worker() for _ in range(self.coordinators)]
         await ensure_coordinator(client, config=self.config)
+        self.agents = [self._start_agent(name) for name in self.agent_names]
         self._write_stack()
         return client
 
@@ -157,20 +192,30 @@ class Supervisor:
                 if worker.poll() is not None:
                     self.workers[index] = self._start_worker()
                     self._write_stack()
+            for index, agent in enumerate(self.agents):
+                if agent.poll() is not None:
+                    self.agents[index] = self._start_agent(self.agent_names[index])
+                    self._write_stack()
 
     def stop(self) -> None:
         self._stopping = True
-        children = [*self.workers, *([self.temporal] if self.temporal else [])]
-        for child in children:
-            if child.poll() is None:
-                child.terminate()
-        deadline = time.monotonic() + 10
-        for child in children:
-            try:
-                child.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                child.kill()
+        # Agents first, while the coordinator can still take their goodbyes.
+        _terminate(self.agents, grace=30)
+        _terminate([*self.workers, *([self.temporal] if self.temporal else [])], grace=10)
         (self.state_dir / STACK_FILE).unlink(missing_ok=True)
+
+
+def _terminate(children: list[subprocess.Popen[bytes]], grace: float) -> None:
+    """SIGTERM the children, then SIGKILL those still running after ``grace`` seconds."""
+    for child in children:
+        if child.poll() is None:
+            child.terminate()
+    deadline = time.monotonic() + grace
+    for child in children:
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
 
 
 async def run_foreground(supervisor: Supervisor, on_ready: object = None) -> None:
@@ -199,7 +244,7 @@ def stop_stack(state_dir: Path, timeout: float = 20.0) -> bool:
         deadline = time.monotonic() + timeout
         while pid_alive(info.supervisor_pid) and time.monotonic() < deadline:
             time.sleep(0.1)
-    for pid in [info.temporal_pid, *info.coordinator_pids]:
+    for pid in [info.temporal_pid, *info.coordinator_pids, *info.agent_pids]:
         if pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
     (state_dir / STACK_FILE).unlink(missing_ok=True)
