@@ -145,6 +145,16 @@ BAD_INPUT: list[tuple[Envelope, str, str]] = [
     ),
     (
         Envelope("", "CreateQuery", {"statement": "SELECT * FROM x INTO y"}),
+        "UNKNOWN_SOURCE",
+        "line 1, column 15: unknown logical source 'X'",
+    ),
+    (
+        Envelope("", "CreateQuery", {"statement": "SELEC * FROM x INTO y"}),
+        "SYNTAX_ERROR",
+        "line 1, column 1",
+    ),
+    (
+        Envelope("", "ExecuteStatement", {"text": "SHOW QUERIES"}),
         ErrorCode.NOT_SUPPORTED,
         "not supported yet",
     ),

@@ -9,14 +9,14 @@ stage, so a batch answers exactly as applying its messages one by one would.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+from streamctl.activities import queries as queries_stage
+from streamctl.activities.context import PassContext, RequestFailed
 from streamctl.catalog.rows import (
     EntityRow,
     LogicalSourceRow,
     PhysicalSourceRow,
-    QueryRow,
     SinkRow,
     WorkerRow,
 )
@@ -33,42 +33,12 @@ from streamctl.catalog.view import CatalogView
 from streamctl.lifecycle.agents import (
     AgentState,
     AgentTrigger,
-    LivenessPolicy,
     can_transition,
     transition,
 )
 from streamctl.workflows import messages as m
+from streamctl.workflows.actions import AgentAction
 from streamctl.workflows.messages import ErrorCode
-
-
-class RequestFailed(Exception):
-    """A request refused with an error code; raised before the catalog was changed."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-@dataclass(frozen=True)
-class Change:
-    entity: str
-    key: str
-    action: str
-    reason: str
-
-
-@dataclass
-class PassContext:
-    """The view plus what the current message changed (for the changelog)."""
-
-    view: CatalogView
-    liveness: LivenessPolicy
-    changes: list[Change] = field(default_factory=list)
-
-    def record(self, entity: str, key: object, action: str, reason: str) -> None:
-        self.changes.append(Change(entity, str(key), action, reason))
-
 
 # --- row rendering ---------------------------------------------------------------------------
 
@@ -109,19 +79,6 @@ def sink_json(row: SinkRow) -> dict[str, Any]:
         "schema": row.schema,
         "type": row.type,
         "config": row.config,
-        "created_version": row.created_version,
-    }
-
-
-def query_json(row: QueryRow) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "statement": row.statement,
-        "sink": row.sink,
-        "desired_state": row.desired_state,
-        "current_state": row.current_state,
-        "worker": row.worker,
-        "error": row.error,
         "created_version": row.created_version,
     }
 
@@ -168,6 +125,8 @@ def _agent_transition(ctx: PassContext, row: WorkerRow, trigger: AgentTrigger, r
         row.state = after
         _stamp(ctx, row)
         ctx.record("worker", row.name, f"{before}->{after}", reason)
+        if after in (AgentState.DEAD, AgentState.UNREGISTERED):
+            queries_stage.agent_lost(ctx, row.name, f"is {after}")
 
 
 def register_worker(ctx: PassContext, event: m.RegisterWorker, received_at: float) -> None:
@@ -191,6 +150,7 @@ def register_worker(ctx: PassContext, event: m.RegisterWorker, received_at: floa
         ctx.view.workers.add(row)
         ctx.record("worker", name, "register", "RegisterWorker from a new agent")
         return
+    was_serving = row.state in (AgentState.ALIVE, AgentState.SUSPECT)
     _agent_transition(ctx, row, AgentTrigger.REGISTER, "RegisterWorker from a known agent")
     row.capacity = max(0, event.capacity)
     row.task_queue = event.task_queue or row.task_queue
@@ -199,6 +159,10 @@ def register_worker(ctx: PassContext, event: m.RegisterWorker, received_at: floa
     row.last_heartbeat_at = received_at
     row.draining = False
     _stamp(ctx, row)
+    if was_serving:  # it may have restarted and lost its queries
+        queries_stage.agent_registered_again(ctx, row.name)
+    else:  # its queries moved while it was gone; stop whatever it still runs
+        ctx.actions.append(AgentAction(row.name, reconcile=True))
 
 
 def unregister_worker(ctx: PassContext, event: m.UnregisterWorker, _received_at: float) -> None:
@@ -282,7 +246,7 @@ def drop_logical_source(ctx: PassContext, request: m.DropLogicalSource) -> Any:
             f"logical source {row.name!r} has {len(physical)} physical source(s) and "
             f"{len(queries)} query(ies); drop them first or ask for CASCADE",
         )
-    dropped = _drop_queries(ctx, queries, f"CASCADE from logical source {row.name!r}")
+    dropped = queries_stage.drop_queries(ctx, queries, f"CASCADE from logical source {row.name!r}")
     for source in physical:
         ctx.view.physical_sources.remove(source.id)
         ctx.record("physical_source", source.id, "drop", f"CASCADE from {row.name!r}")
@@ -392,7 +356,7 @@ def drop_sink(ctx: PassContext, request: m.DropSink) -> Any:
             f"sink {row.name!r} is written by {len(queries)} query(ies); "
             "drop them first or ask for CASCADE",
         )
-    dropped = _drop_queries(ctx, queries, f"CASCADE from sink {row.name!r}")
+    dropped = queries_stage.drop_queries(ctx, queries, f"CASCADE from sink {row.name!r}")
     ctx.view.sinks.remove(row.name)
     ctx.record("sink", row.name, "drop", "DropSink")
     return {"sinks": [row.name], "queries": dropped}
@@ -409,25 +373,19 @@ def list_sinks(ctx: PassContext, _request: m.ListSinks) -> Any:
     return [sink_json(row) for row in sorted(ctx.view.sinks.all(), key=lambda r: r.name)]
 
 
-def _drop_queries(ctx: PassContext, queries: list[QueryRow], reason: str) -> list[int]:
-    for query in queries:
-        ctx.view.queries.remove(query.id)
-        ctx.record("query", query.id, "drop", reason)
-    return sorted(query.id for query in queries)
-
-
 # --- queries (stage 3): issue 3 brings the planner and Spark --------------------------------
 
 
 def not_yet_supported(_ctx: PassContext, request: m.Request) -> Any:
     raise RequestFailed(
         ErrorCode.NOT_SUPPORTED,
-        f"{request.kind} is not supported yet: queries on Spark arrive with the planner",
+        f"{request.kind} is not supported yet: statements and reoptimization arrive with the "
+        "frontends and operations work",
     )
 
 
 def ignore_event(_ctx: PassContext, _event: m.Event, _received_at: float) -> None:
-    """Query events refer to queries, which do not exist before the planner arrives."""
+    """Statistics are kept by the agents' metrics until reoptimization reads them."""
 
 
 RequestHandler = Callable[[PassContext, Any], Any]
@@ -449,13 +407,13 @@ REQUEST_HANDLERS: dict[str, RequestHandler] = {
     m.DropSink.kind: drop_sink,
     m.GetSink.kind: get_sink,
     m.ListSinks.kind: list_sinks,
-    m.CreateQuery.kind: not_yet_supported,
-    m.DropQuery.kind: not_yet_supported,
-    m.GetQuery.kind: not_yet_supported,
-    m.ListQueries.kind: not_yet_supported,
-    m.StartQuery.kind: not_yet_supported,
-    m.StopQuery.kind: not_yet_supported,
-    m.ExplainQuery.kind: not_yet_supported,
+    m.CreateQuery.kind: queries_stage.create_query,
+    m.DropQuery.kind: queries_stage.drop_query,
+    m.GetQuery.kind: queries_stage.get_query,
+    m.ListQueries.kind: queries_stage.list_queries,
+    m.StartQuery.kind: queries_stage.start_query,
+    m.StopQuery.kind: queries_stage.stop_query,
+    m.ExplainQuery.kind: queries_stage.explain_query,
     m.Reoptimize.kind: not_yet_supported,
     m.ExecuteStatement.kind: not_yet_supported,
 }
@@ -466,7 +424,7 @@ EVENT_HANDLERS: dict[str, EventHandler] = {
     m.Heartbeat.kind: heartbeat,
     m.CheckLiveness.kind: check_liveness,
     m.Statistics.kind: ignore_event,
-    m.QueryStatusChanged.kind: ignore_event,
+    m.QueryStatusChanged.kind: queries_stage.query_status_changed,
 }
 
 assert set(REQUEST_HANDLERS) == set(m.REQUEST_TYPES), "every request kind needs a handler"

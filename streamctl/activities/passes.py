@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from sqlalchemy import delete, func, select
@@ -31,6 +31,8 @@ from temporalio import activity
 from temporalio.common import RawValue
 
 from streamctl.activities import apply
+from streamctl.activities import queries as queries_stage
+from streamctl.activities.context import PassContext, RequestFailed
 from streamctl.activities.decode import MAX_REQUEST_BYTES, DecodeError, body_size, decode
 from streamctl.catalog.models import ChangelogEntry, SnapshotVersion, StoredResponse, table_of
 from streamctl.catalog.store import bulk_insert, catalog_engine, key_chunks, one_of
@@ -38,6 +40,7 @@ from streamctl.catalog.view import CatalogView
 from streamctl.compact_json import dumps, loads
 from streamctl.lifecycle.agents import LivenessPolicy
 from streamctl.workflows import messages as m
+from streamctl.workflows.actions import action_from_json
 from streamctl.workflows.messages import Envelope, ErrorCode, Response
 from streamctl.workflows.passes import CatalogPosition, PassInput, PassResult
 
@@ -152,7 +155,7 @@ class CatalogActivities:
 
         view = CatalogView(session, version, pass_input.now)
         apply.preload(view, [message for _, _, message in work])
-        ctx = apply.PassContext(
+        ctx = PassContext(
             view=view,
             liveness=LivenessPolicy(pass_input.suspect_after, pass_input.dead_after),
         )
@@ -165,7 +168,7 @@ class CatalogActivities:
             if isinstance(message, m.Event):
                 try:
                     apply.EVENT_HANDLERS[message.kind](ctx, message, received_at)
-                except apply.RequestFailed as error:
+                except RequestFailed as error:
                     log.warning("event %s refused: %s", message_id, error.message)
             else:
                 response = self._answer(ctx, message, message_id, version)
@@ -185,6 +188,21 @@ class CatalogActivities:
                         "reason": change.reason,
                     }
                 )
+        # Queries waiting for an agent (new ones, recovering ones whose backoff passed) start.
+        ctx.changes.clear()
+        queries_stage.schedule(ctx)
+        for change in ctx.changes:
+            changelog.append(
+                {
+                    "version": version,
+                    "seq": len(changelog),
+                    "message_id": f"~schedule-{version}",
+                    "entity": change.entity,
+                    "key": change.key,
+                    "action": change.action,
+                    "reason": change.reason,
+                }
+            )
         # Requests refused before applying are answered too, after the applied ones.
         applied_ids = {row["request_id"] for row in stored_rows}
         for request in first_of.values():
@@ -199,6 +217,7 @@ class CatalogActivities:
         snapshot.requests = len(requests)
         snapshot.events = len(pass_input.events)
         snapshot.changes = len(changelog)
+        snapshot.actions = [asdict(action) for action in ctx.actions] or None
         if pass_input.pass_no % PRUNE_EVERY_PASSES == 0:
             session.execute(
                 delete(StoredResponse).where(
@@ -211,14 +230,15 @@ class CatalogActivities:
             responses=_batch_answers(batches, answers),
             next_liveness_deadline=deadline,
             changes=len(changelog),
+            actions=ctx.actions,
         )
 
     def _answer(
-        self, ctx: apply.PassContext, message: m.Message, request_id: str, version: int
+        self, ctx: PassContext, message: m.Message, request_id: str, version: int
     ) -> Response:
         try:
             result = apply.REQUEST_HANDLERS[message.kind](ctx, message)
-        except apply.RequestFailed as error:
+        except RequestFailed as error:
             return _error(request_id, error.code, error.message, version)
         except Exception as error:  # a bug must cost one answer, never the pass
             log.exception("request %s (%s) failed unexpectedly", request_id, message.kind)
@@ -248,6 +268,9 @@ class CatalogActivities:
             raise RuntimeError(
                 f"pass {pass_input.pass_no} committed without answers for {missing[:3]}"
             )
+        stored_actions = session.scalar(
+            select(SnapshotVersion.actions).where(SnapshotVersion.version == version)
+        )
         view = CatalogView(session, version, pass_input.now)
         deadline = view.next_liveness_deadline(pass_input.suspect_after, pass_input.dead_after)
         return PassResult(
@@ -256,6 +279,7 @@ class CatalogActivities:
             next_liveness_deadline=deadline,
             changes=0,
             replayed=True,
+            actions=[action_from_json(data) for data in stored_actions or []],
         )
 
 

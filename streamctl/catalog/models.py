@@ -114,11 +114,17 @@ class Query(Versioned, Base):
     statement: Mapped[str] = mapped_column(Text)
     sink: Mapped[str] = mapped_column(ForeignKey("sinks.name", ondelete="RESTRICT"), index=True)
     desired_state: Mapped[str] = mapped_column(String(16))
-    current_state: Mapped[str] = mapped_column(String(16))
+    current_state: Mapped[str] = mapped_column(String(16), index=True)
     worker: Mapped[str | None] = mapped_column(
         ForeignKey("workers.name", ondelete="RESTRICT"), index=True, nullable=True
     )
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    plan: Mapped[str] = mapped_column(Text, server_default="")
+    # How many times the coordinator started it: reports name the run they belong to.
+    run: Mapped[int] = mapped_column(Integer, server_default="0")
+    restarts: Mapped[int] = mapped_column(Integer, server_default="0")
+    retry_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class QuerySource(Base):
@@ -147,6 +153,8 @@ class SnapshotVersion(Base):
     requests: Mapped[int] = mapped_column(Integer)
     events: Mapped[int] = mapped_column(Integer)
     changes: Mapped[int] = mapped_column(Integer)
+    # What the pass asked agents to do (streamctl.workflows.actions.AgentAction), for replays.
+    actions: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class ChangelogEntry(Base):

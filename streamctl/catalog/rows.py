@@ -92,6 +92,11 @@ class QueryRow:
     current_state: str
     worker: str | None
     error: str | None
+    plan: str
+    run: int
+    restarts: int
+    retry_at: float | None
+    started_at: float | None
     created_version: int
     updated_version: int
 

@@ -29,7 +29,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import Column, bindparam, delete, func, select, update
 from sqlalchemy.orm import Session
 
-from streamctl.catalog.models import IdSequence, QuerySource, Worker
+from streamctl.catalog.models import IdSequence, Query, QuerySource, Worker, table_of
 from streamctl.catalog.rows import (
     ENTITY_ROWS,
     EntityRow,
@@ -169,6 +169,8 @@ class CatalogView:
         self._query_sources_loaded_for: set[str] = set()
         self._query_sinks_loaded_for: set[str] = set()
         self._sequences: dict[str, IdSequence] = {}
+        self._new_query_sources: list[tuple[int, str]] = []
+        self._states_loaded: set[str] = set()
 
     def _maps(self) -> dict[type[EntityRow], EntityMap[Any, Any]]:
         return {
@@ -225,6 +227,41 @@ class CatalogView:
         self.load_queries_writing([sink_name])
         return [q for q in self.queries.all_loaded() if q.sink == sink_name]
 
+    def add_query_sources(self, query_id: int, logical_names: Iterable[str]) -> None:
+        """Record that a query created in this pass reads these logical sources."""
+        for name in logical_names:
+            self._query_sources.setdefault(query_id, set()).add(name)
+            self._new_query_sources.append((query_id, name))
+
+    def sources_of_query(self, query_id: int) -> list[str]:
+        """The logical sources a query reads (loaded on first use)."""
+        if query_id not in self._query_sources:
+            links = self.session.execute(
+                select(QuerySource.logical_source).where(QuerySource.query_id == query_id)
+            )
+            self._query_sources[query_id] = {name for (name,) in links}
+        return sorted(self._query_sources[query_id])
+
+    def queries_in_states(self, states: Iterable[str]) -> list[QueryRow]:
+        """Queries whose current state is one of ``states`` (as this pass left them)."""
+        wanted = set(states)
+        missing = wanted - self._states_loaded
+        if missing:
+            self.queries.absorb_where(QueryRow.TABLE.c.current_state.in_(sorted(missing)))
+            self._states_loaded |= missing
+        return [q for q in self.queries.all_loaded() if q.current_state in wanted]
+
+    def queries_on(self, worker: str, states: Iterable[str]) -> list[QueryRow]:
+        return [q for q in self.queries_in_states(states) if q.worker == worker]
+
+    # --- case-insensitive lookups (the binder upper-cases unquoted names) -----------------
+
+    def find_logical_source(self, name: str) -> LogicalSourceRow | None:
+        return _find(self.logical_sources, name)
+
+    def find_sink(self, name: str) -> SinkRow | None:
+        return _find(self.sinks, name)
+
     # --- ids ------------------------------------------------------------------------------
 
     def next_id(self, sequence: str) -> int:
@@ -249,6 +286,12 @@ class CatalogView:
             bulk_insert(self.session, row_type.TABLE, entity_map.inserts())
         for entity_map in ordered:
             entity_map.write_updates()
+        links = [
+            {"query_id": query_id, "logical_source": name}
+            for query_id, name in self._new_query_sources
+            if self.queries.get(query_id) is not None  # not dropped again in this pass
+        ]
+        bulk_insert(self.session, table_of(QuerySource), links)
         for entity_map in reversed(ordered):
             entity_map.write_deletes()
         self.session.flush()  # id sequences (ORM rows)
@@ -261,8 +304,14 @@ class CatalogView:
         return [w for w in self.workers.all_loaded() if w.state in live]
 
     def next_liveness_deadline(self, suspect_after: float, dead_after: float) -> float | None:
-        """The earliest time an ALIVE or SUSPECT worker changes state (after :meth:`write`)."""
+        """The earliest time an ALIVE or SUSPECT worker changes state, or a recovering query
+        may start again (after :meth:`write`)."""
         candidates: list[float] = []
+        retry_at = self.session.scalar(
+            select(func.min(Query.retry_at)).where(Query.current_state == "RECOVERING")
+        )
+        if retry_at is not None:
+            candidates.append(float(retry_at))
         for state, after in ((AgentState.ALIVE, suspect_after), (AgentState.SUSPECT, dead_after)):
             oldest = self.session.scalar(
                 select(func.min(Worker.last_heartbeat_at)).where(Worker.state == state)
@@ -270,3 +319,13 @@ class CatalogView:
             if oldest is not None:
                 candidates.append(float(oldest) + after)
         return min(candidates) if candidates else None
+
+
+def _find(rows: EntityMap[str, R], name: str) -> R | None:
+    """The row named ``name``, or else the only one whose name equals it ignoring case."""
+    exact = rows.get(name)
+    if exact is not None:
+        return exact
+    folded = name.casefold()
+    matches = [row for row in rows.all() if str(getattr(row, row.KEY)).casefold() == folded]
+    return matches[0] if len(matches) == 1 else None

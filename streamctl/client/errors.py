@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from streamctl.planner import errors as planner_errors
 from streamctl.workflows.messages import ErrorCode, Response
 
 
@@ -60,6 +61,17 @@ class NotSupported(CoordinatorError):
     code = ErrorCode.NOT_SUPPORTED
 
 
+class Unavailable(CoordinatorError):
+    code = ErrorCode.UNAVAILABLE
+
+
+class InvalidQuery(CoordinatorError):
+    """A statement the planner refused; ``code`` is the planner's (e.g. ``UNKNOWN_COLUMN``) and
+    the message points at the line and column."""
+
+    code = planner_errors.INVALID_STATEMENT
+
+
 class InternalError(CoordinatorError):
     code = ErrorCode.INTERNAL
 
@@ -93,9 +105,13 @@ _BY_CODE: dict[str, type[CoordinatorError]] = {
         AlreadyExists,
         HasDependents,
         NotSupported,
+        Unavailable,
         InternalError,
     )
 }
+_BY_CODE.update(
+    {code: InvalidQuery for code in planner_errors.ERROR_CODES if code != ErrorCode.NOT_SUPPORTED}
+)
 
 
 def error_for(response: Response) -> CoordinatorError:

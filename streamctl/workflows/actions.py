@@ -94,3 +94,44 @@ class QueryReport:
     agent: str
     error: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AgentAction:
+    """One thing a pass asks an agent to do: exactly one of ``start``/``stop``/``reconcile``."""
+
+    agent: str
+    start: QueryAssignment | None = None
+    stop: StopAssignment | None = None
+    reconcile: bool = False
+
+    @property
+    def description(self) -> str:
+        if self.start is not None:
+            return f"start query {self.start.query_id} (run {self.start.run}) on {self.agent}"
+        if self.stop is not None:
+            return f"stop query {self.stop.query_id} (run {self.stop.run}) on {self.agent}"
+        return f"reconcile {self.agent}"
+
+
+def action_from_json(data: dict[str, Any]) -> AgentAction:
+    """An :class:`AgentAction` from its ``dataclasses.asdict`` form (stored with its pass)."""
+    start = data.get("start")
+    stop = data.get("stop")
+    return AgentAction(
+        agent=data["agent"],
+        start=None
+        if start is None
+        else QueryAssignment(
+            query_id=start["query_id"],
+            run=start["run"],
+            plan=start["plan"],
+            sources={
+                name: [SourceAssignment(**s) for s in specs]
+                for name, specs in start["sources"].items()
+            },
+            sink=SinkAssignment(**start["sink"]),
+        ),
+        stop=None if stop is None else StopAssignment(**stop),
+        reconcile=bool(data.get("reconcile", False)),
+    )

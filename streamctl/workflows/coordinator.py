@@ -36,22 +36,26 @@ Guarantees
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from temporalio.api.common.v1 import Payload
     from temporalio.common import RawValue
 
+    from streamctl.workflows.actions import AgentAction, QueryReport, agent_task_queue
     from streamctl.workflows.messages import (
         CheckLiveness,
         Envelope,
         EventBatch,
+        QueryStatusChanged,
         compaction_key,
         merge_events,
     )
@@ -64,6 +68,19 @@ with workflow.unsafe.imports_passed_through():
         join_request_batches,
         json_payload,
     )
+
+ACTION_TIMEOUT = timedelta(seconds=120)
+"""Starting a query on Spark takes seconds (the first one on an agent ~3 s); stopping less."""
+ACTION_PICKUP_TIMEOUT = timedelta(seconds=20)
+"""An agent that does not pick an action up in this time is probably dead; the action fails and
+the query recovers elsewhere (liveness moves it too)."""
+ACTION_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=3,
+    non_retryable_error_types=["QueryRejected"],
+)
+ACTIONS_DRAIN_TIMEOUT = timedelta(seconds=180)
 
 COORDINATOR_WORKFLOW_ID = "coordinator"
 COORDINATOR_TASK_QUEUE = "coordinator"
@@ -147,6 +164,7 @@ class CoordinatorWorkflow:
         self.compaction_index: dict[tuple[str, str], int] = {}
         self.draining = False
         self.passes_this_run = 0
+        self.action_tasks: set[asyncio.Task[None]] = set()
         self._reindex()
 
     # --- messages in ---------------------------------------------------------------------
@@ -242,6 +260,11 @@ class CoordinatorWorkflow:
                 await self._run_pass()
             if self.draining and not self.request_batches:
                 await workflow.wait_condition(workflow.all_handlers_finished)
+                # Outcomes of running actions become pending events, carried to the next run.
+                with contextlib.suppress(TimeoutError):
+                    await workflow.wait_condition(
+                        lambda: not self.action_tasks, timeout=ACTIONS_DRAIN_TIMEOUT
+                    )
                 if not self.request_batches:
                     break
 
@@ -328,6 +351,62 @@ class CoordinatorWorkflow:
         for batch, answer in zip(request_batches, result.responses, strict=True):
             batch.answer = answer
             self.pending_requests -= len(batch.ids)
+        for action in result.actions:
+            task = asyncio.create_task(self._run_action(action))
+            self.action_tasks.add(task)
+            task.add_done_callback(self.action_tasks.discard)
+
+    # --- agent actions ---------------------------------------------------------------------
+
+    async def _run_action(self, action: AgentAction) -> None:
+        """Run one agent action without blocking the loop; its outcome comes back as
+        ``QueryStatusChanged`` events into a later pass, like the agents' own reports."""
+        reports = await self._execute_action(action)
+        now = workflow.now().timestamp()
+        for report in reports:
+            event = QueryStatusChanged(
+                report.query_id, report.status, report.error, agent=report.agent, run=report.run
+            )
+            self._enqueue_event(event.to_envelope(f"~{workflow.uuid4()}"), now)
+
+    async def _execute_action(self, action: AgentAction) -> list[QueryReport]:
+        queue = agent_task_queue(action.agent)
+        options: dict[str, Any] = {
+            "task_queue": queue,
+            "start_to_close_timeout": ACTION_TIMEOUT,
+            "schedule_to_start_timeout": ACTION_PICKUP_TIMEOUT,
+            "retry_policy": ACTION_RETRY,
+            "summary": action.description,
+        }
+        try:
+            if action.start is not None:
+                started: QueryReport = await workflow.execute_activity(
+                    "start_query", action.start, result_type=QueryReport, **options
+                )
+                return [started]
+            if action.stop is not None:
+                stopped: QueryReport = await workflow.execute_activity(
+                    "stop_query", action.stop, result_type=QueryReport, **options
+                )
+                return [stopped]
+            listed: list[QueryReport] = await workflow.execute_activity(
+                "list_queries", action.agent, result_type=list[QueryReport], **options
+            )
+            return listed
+        except ActivityError as error:
+            reason = str(error.cause or error)
+            if action.start is not None:
+                start = action.start
+                failed = f"start on {action.agent} failed: {reason}"
+                return [QueryReport(start.query_id, start.run, "CRASHED", action.agent, failed)]
+            if action.stop is not None:
+                # Nothing more to do here: if the agent still runs it, reconciliation stops it
+                # when the agent registers again.
+                stop = action.stop
+                failed = f"stop on {action.agent} failed: {reason}"
+                return [QueryReport(stop.query_id, stop.run, "STOPPED", action.agent, failed)]
+            workflow.logger.warning("reconciling %s failed: %s", action.agent, reason)
+            return []
 
     # --- helpers ---------------------------------------------------------------------------
 

@@ -89,7 +89,11 @@ class ErrorCode:
     ALREADY_EXISTS = "ALREADY_EXISTS"
     HAS_DEPENDENTS = "HAS_DEPENDENTS"
     NOT_SUPPORTED = "NOT_SUPPORTED"
+    UNAVAILABLE = "UNAVAILABLE"  # no agent can take the work now; retry later
     INTERNAL = "INTERNAL"
+    # Statements the planner refuses answer the planner's code (streamctl.planner.errors):
+    # SYNTAX_ERROR, UNKNOWN_SOURCE, UNKNOWN_SINK, UNKNOWN_COLUMN, AMBIGUOUS_COLUMN,
+    # TYPE_MISMATCH, SINK_SCHEMA_MISMATCH, INVALID_STATEMENT.
 
 
 # --------------------------------------------------------------------------------------------

@@ -21,12 +21,13 @@ the catalog already holds gets the stored answers back (``replayed``) and change
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 
+from streamctl.workflows.actions import AgentAction
 from streamctl.workflows.messages import Envelope
 
 JSON_ENCODING = b"json/plain"
@@ -59,6 +60,8 @@ class PassResult:
     next_liveness_deadline: float | None
     changes: int
     replayed: bool = False
+    actions: list[AgentAction] = field(default_factory=list)
+    """What agents should do now (:mod:`streamctl.workflows.actions`); the workflow runs them."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,45 @@
+"""What every handler of a pass works with: the catalog view, the policies, and what the
+current message changed (for the changelog) or asked agents to do (actions)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from streamctl.catalog.view import CatalogView
+from streamctl.lifecycle.agents import LivenessPolicy
+from streamctl.lifecycle.queries import RestartPolicy
+from streamctl.workflows.actions import AgentAction
+
+
+class RequestFailed(Exception):
+    """A request refused with an error code; raised before the catalog was changed."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Change:
+    entity: str
+    key: str
+    action: str
+    reason: str
+
+
+@dataclass
+class PassContext:
+    """The view plus what the current message changed and which agent actions it decided.
+
+    ``changes`` is cleared before each message (the changelog names the message); ``actions``
+    accumulate over the whole pass and leave with its result."""
+
+    view: CatalogView
+    liveness: LivenessPolicy
+    restarts: RestartPolicy = field(default_factory=RestartPolicy)
+    changes: list[Change] = field(default_factory=list)
+    actions: list[AgentAction] = field(default_factory=list)
+
+    def record(self, entity: str, key: object, action: str, reason: str) -> None:
+        self.changes.append(Change(entity, str(key), action, reason))

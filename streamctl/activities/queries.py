@@ -1,0 +1,421 @@
+"""Queries in a pass (stage 3): create, start, stop, drop, agent reports, placement.
+
+Protocol within a pass
+----------------------
+* ``CreateQuery`` parses the statement (NebulaStream dialect), binds it against the catalog as
+  this pass sees it, refuses anything but reads of catalog sources into a catalog sink, stores
+  the bound plan and tries to place and start the query at once.
+* Every change of a query's current state goes through :func:`streamctl.lifecycle.queries.
+  transition`; a report that does not fit the state (a duplicate, a late one) changes nothing.
+* Starting a query means: pick an agent (:func:`streamctl.planner.placement.place`), move the
+  query to ``STARTING`` with ``run + 1``, and add a ``start`` :class:`AgentAction`. Stopping
+  adds a ``stop`` action. The workflow runs the actions as activities on the agents' task
+  queues and feeds their outcomes back as ``QueryStatusChanged`` events, like the agents' own
+  reports.
+* At the end of every pass, :func:`schedule` starts the queries that wait for an agent
+  (``CREATED``, or ``RECOVERING`` whose backoff has passed).
+* A report carries its agent and run; one from another agent or an earlier run is stale and
+  ignored, except that an agent running a query the catalog does not want there is told to
+  stop it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streamctl.activities.context import PassContext, RequestFailed
+from streamctl.catalog.rows import QueryRow
+from streamctl.lifecycle.queries import (
+    ACTIVE_STATES,
+    QueryState,
+    QueryTrigger,
+    can_transition,
+    transition,
+)
+from streamctl.planner.binder import BoundQuery, LogicalSourceInfo, SinkInfo, bind_query
+from streamctl.planner.errors import INVALID_STATEMENT, NOT_SUPPORTED, PlannerError
+from streamctl.planner.parser import parse_query
+from streamctl.planner.placement import AgentSlots, Placement, count_active, place
+from streamctl.workflows import messages as m
+from streamctl.workflows.actions import (
+    AgentAction,
+    AgentStatus,
+    QueryAssignment,
+    SinkAssignment,
+    SourceAssignment,
+    StopAssignment,
+)
+from streamctl.workflows.messages import ErrorCode
+
+S = QueryState
+T = QueryTrigger
+
+REPORT_TRIGGERS: dict[str, QueryTrigger] = {
+    AgentStatus.RUNNING: T.STARTED,
+    AgentStatus.FINISHED: T.INPUT_DONE,
+    AgentStatus.STOPPED: T.STOPPED,
+    AgentStatus.CRASHED: T.CRASHED,
+}
+
+ON_AN_AGENT = (S.STARTING, S.RUNNING, S.STOPPING)
+"""States in which a query is (or is being made) present on its agent."""
+
+
+def query_json(row: QueryRow) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "statement": row.statement,
+        "sink": row.sink,
+        "desired_state": row.desired_state,
+        "current_state": row.current_state,
+        "worker": row.worker,
+        "error": row.error,
+        "run": row.run,
+        "restarts": row.restarts,
+        "retry_at": row.retry_at,
+        "created_version": row.created_version,
+    }
+
+
+def _not_found(query_id: int) -> RequestFailed:
+    return RequestFailed(ErrorCode.NOT_FOUND, f"query {query_id!r} does not exist")
+
+
+# --- binding --------------------------------------------------------------------------------
+
+
+class _ViewCatalog:
+    """The binder's catalog interface over the pass's view."""
+
+    def __init__(self, ctx: PassContext) -> None:
+        self._view = ctx.view
+
+    def logical_source(self, name: str) -> LogicalSourceInfo | None:
+        row = self._view.find_logical_source(name)
+        if row is None:
+            return None
+        return LogicalSourceInfo(row.name, [m.ColumnSpec(**c) for c in row.schema])
+
+    def sink(self, name: str) -> SinkInfo | None:
+        row = self._view.find_sink(name)
+        if row is None:
+            return None
+        return SinkInfo(row.name, [m.ColumnSpec(**c) for c in row.schema], row.type, row.config)
+
+
+def bind(ctx: PassContext, statement: str, *, allow_missing_sink: bool = False) -> BoundQuery:
+    """Parse and bind ``statement``; refuse what the coordinator cannot run."""
+    if not isinstance(statement, str) or not statement.strip():
+        raise RequestFailed(ErrorCode.INVALID_REQUEST, "the query statement is empty")
+    try:
+        bound = bind_query(
+            parse_query(statement), _ViewCatalog(ctx), allow_missing_sink=allow_missing_sink
+        )
+    except PlannerError as error:
+        raise RequestFailed(error.code, error.message) from None
+    if bound.inline_sources:
+        raise RequestFailed(
+            INVALID_STATEMENT,
+            "the query reads File(...) or another inline source; queries read catalog sources "
+            "only: create a logical source and a physical source for the data, then read it "
+            "by name",
+        )
+    if bound.inline_sink is not None:
+        raise RequestFailed(
+            NOT_SUPPORTED,
+            f"INTO {bound.inline_sink.sink_type}(...) is not supported yet; create a sink and "
+            "write INTO its name",
+        )
+    for name in bound.logical_sources:
+        if not ctx.view.physical_sources_of(name):
+            raise RequestFailed(
+                INVALID_STATEMENT,
+                f"logical source {name!r} has no physical source; create one before a query "
+                "reads it",
+            )
+    return bound
+
+
+# --- requests -------------------------------------------------------------------------------
+
+
+def create_query(ctx: PassContext, request: m.CreateQuery) -> Any:
+    bound = bind(ctx, request.statement)
+    assert bound.sink_name is not None
+    if request.sink is not None and request.sink.casefold() != bound.sink_name.casefold():
+        raise RequestFailed(
+            ErrorCode.INVALID_REQUEST,
+            f"the statement writes INTO {bound.sink_name!r} but the request names sink "
+            f"{request.sink!r}",
+        )
+    view = ctx.view
+    row = QueryRow(
+        id=view.next_id("query"),
+        statement=request.statement,
+        sink=bound.sink_name,
+        desired_state=S.RUNNING,
+        current_state=S.CREATED,
+        worker=None,
+        error=None,
+        plan=bound.plan.to_json_text(),
+        run=0,
+        restarts=0,
+        retry_at=None,
+        started_at=None,
+        created_version=view.version,
+        updated_version=view.version,
+    )
+    view.queries.add(row)
+    view.add_query_sources(row.id, bound.logical_sources)
+    ctx.record("query", row.id, "create", f"CreateQuery reading {', '.join(bound.logical_sources)}")
+    try_start(ctx, row, "CreateQuery")
+    return query_json(row)
+
+
+def start_query(ctx: PassContext, request: m.StartQuery) -> Any:
+    row = ctx.view.queries.get(request.id)
+    if row is None:
+        raise _not_found(request.id)
+    state = S(row.current_state)
+    if state in (S.STOPPED, S.FAILED, S.FINISHED):
+        placement = _placement(ctx, row)
+        if placement is None:
+            raise RequestFailed(
+                ErrorCode.UNAVAILABLE,
+                f"query {row.id} cannot start now: no alive agent has free capacity",
+            )
+        row.desired_state = S.RUNNING
+        row.restarts = 0
+        _start_on(ctx, row, placement, "StartQuery")
+    elif row.desired_state != S.RUNNING:
+        row.desired_state = S.RUNNING
+        _stamp(ctx, row)
+    return query_json(row)
+
+
+def stop_query(ctx: PassContext, request: m.StopQuery) -> Any:
+    row = ctx.view.queries.get(request.id)
+    if row is None:
+        raise _not_found(request.id)
+    row.desired_state = S.STOPPED
+    _stop(ctx, row, "StopQuery")
+    _stamp(ctx, row)
+    return query_json(row)
+
+
+def drop_query(ctx: PassContext, request: m.DropQuery) -> Any:
+    row = ctx.view.queries.get(request.id)
+    if row is None:
+        raise _not_found(request.id)
+    return {"queries": drop_queries(ctx, [row], "DropQuery")}
+
+
+def drop_queries(ctx: PassContext, queries: list[QueryRow], reason: str) -> list[int]:
+    """Remove the queries from the catalog, telling their agents to stop them first."""
+    for row in queries:
+        if row.worker is not None and row.current_state in ON_AN_AGENT:
+            ctx.actions.append(AgentAction(row.worker, stop=StopAssignment(row.id, row.run)))
+        ctx.view.queries.remove(row.id)
+        ctx.record("query", row.id, "drop", reason)
+    return sorted(row.id for row in queries)
+
+
+def get_query(ctx: PassContext, request: m.GetQuery) -> Any:
+    row = ctx.view.queries.get(request.id)
+    if row is None:
+        raise _not_found(request.id)
+    return {**query_json(row), "sources": ctx.view.sources_of_query(row.id), "plan": row.plan}
+
+
+def list_queries(ctx: PassContext, _request: m.ListQueries) -> Any:
+    return [query_json(row) for row in sorted(ctx.view.queries.all(), key=lambda r: r.id)]
+
+
+def explain_query(ctx: PassContext, request: m.ExplainQuery) -> Any:
+    bound = bind(ctx, request.statement, allow_missing_sink=True)
+    placement = place(_agent_slots(ctx), _pinned_agents(ctx, bound.logical_sources))
+    return {
+        "plan": bound.plan.explain(),
+        "output": [
+            {"name": c.name, "type": c.type, "nullable": c.nullable} for c in bound.output_schema
+        ],
+        "sources": list(bound.logical_sources),
+        "sink": bound.sink_name,
+        "placement": None if placement is None else placement.agent,
+    }
+
+
+# --- reports from agents (events) -------------------------------------------------------------
+
+
+def query_status_changed(ctx: PassContext, event: m.QueryStatusChanged, received_at: float) -> None:
+    row = ctx.view.queries.get(event.query_id)
+    from_its_agent = row is not None and (not event.agent or event.agent == row.worker)
+    if row is None or not from_its_agent or event.run < row.run:
+        if event.status == AgentStatus.RUNNING and event.agent:
+            # An agent runs a query the catalog does not want there (dropped, moved away).
+            ctx.actions.append(
+                AgentAction(event.agent, stop=StopAssignment(event.query_id, event.run))
+            )
+            ctx.record("query", event.query_id, "stop-stray", f"runs on {event.agent} unwanted")
+        return
+    trigger = REPORT_TRIGGERS.get(event.status)
+    before = S(row.current_state)
+    if trigger is None or not can_transition(before, trigger):
+        return  # a duplicate or late report: the query has moved on
+    now = ctx.view.now
+    if trigger is T.CRASHED:
+        _crashed(ctx, row, event.error or "the query terminated with an error", now)
+        return
+    after = transition(before, trigger)
+    row.current_state = after
+    if after is S.RUNNING:
+        row.started_at = now
+        row.error = None
+    else:  # FINISHED or STOPPED: it holds no agent any more
+        row.worker = None
+    _stamp(ctx, row)
+    ctx.record(
+        "query", row.id, f"{before}->{after}", f"{event.agent or 'agent'} reported {event.status}"
+    )
+
+
+def _crashed(ctx: PassContext, row: QueryRow, error: str, now: float) -> None:
+    policy = ctx.restarts
+    healthy = row.started_at is not None and now - row.started_at >= policy.healthy_after
+    row.restarts = 1 if healthy else row.restarts + 1
+    row.error = error
+    before = S(row.current_state)
+    recovering = transition(before, T.CRASHED)
+    agent = row.worker
+    row.worker = None
+    if policy.exhausted(row.restarts):
+        row.current_state = transition(recovering, T.GIVE_UP)
+        row.retry_at = None
+        reason = f"gave up after {row.restarts - 1} restarts: {error}"
+    else:
+        row.current_state = recovering
+        row.retry_at = now + policy.delay(row.restarts)
+        reason = f"crashed on {agent}, restart {row.restarts} in {policy.delay(row.restarts):.1f}s"
+    _stamp(ctx, row)
+    ctx.record("query", row.id, f"{before}->{row.current_state}", f"{reason}: {error}"[:2000])
+
+
+def agent_lost(ctx: PassContext, agent: str, reason: str) -> None:
+    """The agent is gone (DEAD or unregistered): its queries recover elsewhere at once."""
+    for row in ctx.view.queries_on(agent, ON_AN_AGENT):
+        before = S(row.current_state)
+        row.current_state = transition(before, T.AGENT_LOST)
+        row.worker = None
+        row.retry_at = ctx.view.now if row.current_state is S.RECOVERING else None
+        _stamp(ctx, row)
+        ctx.record("query", row.id, f"{before}->{row.current_state}", f"{agent} {reason}")
+
+
+def agent_registered_again(ctx: PassContext, agent: str) -> None:
+    """A known agent registered again (it may have restarted and lost its queries): start its
+    queries there again (starting is idempotent), and ask it what it runs, so that strays are
+    stopped."""
+    for row in ctx.view.queries_on(agent, (S.STARTING, S.RUNNING)):
+        assignment = _assignment(ctx, row, row.run + 1)
+        row.run += 1
+        _stamp(ctx, row)
+        ctx.actions.append(AgentAction(agent, start=assignment))
+        ctx.record("query", row.id, "restart", f"{agent} registered again: make sure it runs")
+    ctx.actions.append(AgentAction(agent, reconcile=True))
+
+
+# --- placement ------------------------------------------------------------------------------
+
+
+def schedule(ctx: PassContext) -> None:
+    """Start the queries waiting for an agent (called once at the end of every pass)."""
+    now = ctx.view.now
+    waiting = [
+        row
+        for row in ctx.view.queries_in_states((S.CREATED, S.RECOVERING))
+        if row.desired_state == S.RUNNING and (row.retry_at is None or row.retry_at <= now)
+    ]
+    for row in sorted(waiting, key=lambda r: r.id):
+        try_start(ctx, row, "waiting for an agent")
+
+
+def try_start(ctx: PassContext, row: QueryRow, reason: str) -> bool:
+    placement = _placement(ctx, row)
+    if placement is None:
+        row.error = row.error or "waiting for an alive agent with free capacity"
+        return False
+    _start_on(ctx, row, placement, reason)
+    return True
+
+
+def _start_on(ctx: PassContext, row: QueryRow, placement: Placement, reason: str) -> None:
+    before = S(row.current_state)
+    assignment = _assignment(ctx, row, row.run + 1)
+    row.current_state = transition(before, T.START)
+    row.worker = placement.agent
+    row.run += 1
+    row.retry_at = None
+    _stamp(ctx, row)
+    ctx.actions.append(AgentAction(placement.agent, start=assignment))
+    where = f"{placement.agent} (local to its sources)" if placement.local else placement.agent
+    ctx.record("query", row.id, f"{before}->{row.current_state}", f"{reason}: placed on {where}")
+
+
+def _stop(ctx: PassContext, row: QueryRow, reason: str) -> None:
+    before = S(row.current_state)
+    if not can_transition(before, T.STOP):
+        return
+    row.current_state = transition(before, T.STOP)
+    if row.current_state is S.STOPPING and row.worker is not None:
+        ctx.actions.append(AgentAction(row.worker, stop=StopAssignment(row.id, row.run)))
+    else:
+        row.worker = None
+        row.retry_at = None
+    ctx.record("query", row.id, f"{before}->{row.current_state}", reason)
+
+
+def _placement(ctx: PassContext, row: QueryRow) -> Placement | None:
+    return place(_agent_slots(ctx), _pinned_agents(ctx, ctx.view.sources_of_query(row.id)))
+
+
+def _agent_slots(ctx: PassContext) -> list[AgentSlots]:
+    active = count_active(q.worker for q in ctx.view.queries_in_states(ACTIVE_STATES))
+    return [
+        AgentSlots(w.name, w.state, w.capacity, w.draining, active.get(w.name, 0))
+        for w in ctx.view.workers.all()
+    ]
+
+
+def _pinned_agents(ctx: PassContext, logical_sources: Any) -> list[str]:
+    return [
+        source.worker
+        for name in logical_sources
+        for source in ctx.view.physical_sources_of(name)
+        if source.worker is not None
+    ]
+
+
+def _assignment(ctx: PassContext, row: QueryRow, run: int) -> QueryAssignment:
+    view = ctx.view
+    sources: dict[str, list[SourceAssignment]] = {}
+    for name in view.sources_of_query(row.id):
+        logical = view.logical_sources.get(name)
+        schema = logical.schema if logical is not None else []
+        sources[name] = [
+            SourceAssignment(p.id, p.type, p.config, schema) for p in view.physical_sources_of(name)
+        ]
+    sink = view.sinks.get(row.sink)
+    if sink is None:  # the catalog's foreign key makes this impossible
+        raise RequestFailed(ErrorCode.INTERNAL, f"query {row.id} writes a missing sink")
+    return QueryAssignment(
+        row.id,
+        run,
+        row.plan,
+        sources,
+        SinkAssignment(sink.name, sink.type, sink.config, sink.schema),
+    )
+
+
+def _stamp(ctx: PassContext, row: QueryRow) -> None:
+    row.updated_version = ctx.view.version
