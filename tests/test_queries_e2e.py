@@ -1,0 +1,157 @@
+"""Queries end to end: the real dev server, a coordinator, two ``streamctl agent`` processes on
+real Spark. Sources, sinks and queries are created through the client; the coordinator places
+and starts the queries, the agents run them, and the sinks hold exactly the expected rows.
+"""
+
+from __future__ import annotations
+
+import signal
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import wait_until
+from test_agent_process import spawn_agent
+
+from streamctl.client.client import CoordinatorClient
+from streamctl.planner.connectors.sinks import read_file_sink
+from streamctl.planner.connectors.specs import SinkSpec
+from streamctl.workflows import messages as m
+from streamctl.workflows.actions import query_name
+from streamctl.workflows.coordinator import CoordinatorConfig
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+ORDERS = (
+    m.ColumnSpec("id", "UINT64", False),
+    m.ColumnSpec("amount", "INT64", False),
+    m.ColumnSpec("ts", "UINT64", False),
+)
+BIG = (m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("amount", "INT64", False))
+TOTALS = (
+    m.ColumnSpec("start", "UINT64", False),
+    m.ColumnSpec("end", "UINT64", False),
+    m.ColumnSpec("total", "INT64", False),
+)
+FILTER = "SELECT id, amount FROM orders WHERE amount > 10 INTO big"
+WINDOW = (
+    "SELECT start, end, SUM(amount) AS total FROM orders WINDOW TUMBLING(ts, SIZE 10 SEC) "
+    "INTO totals"
+)
+LIVENESS = CoordinatorConfig(suspect_after=3.0, dead_after=8.0)
+
+
+def spec(name: str, columns: tuple[m.ColumnSpec, ...], directory: Path) -> SinkSpec:
+    schema = [{"name": c.name, "type": c.type, "nullable": c.nullable} for c in columns]
+    return SinkSpec(name, "FILE", {"file_path": str(directory), "format": "PARQUET"}, schema)
+
+
+class Deployment:
+    """A coordinator with two agents and the catalog entities the tests share."""
+
+    def __init__(self, client: CoordinatorClient, root: Path, agents: dict[str, Any]) -> None:
+        self.client = client
+        self.root = root
+        self.agents = agents
+        self.source_dir = root / "orders"
+        self.big = spec("big", BIG, root / "big")
+        self.totals = spec("totals", TOTALS, root / "totals")
+
+    async def query(self, query_id: int) -> dict[str, Any]:
+        result: dict[str, Any] = await self.client.ask(m.GetQuery(query_id))
+        return result
+
+    async def wait_state(self, query_id: int, state: str, timeout: float = 120) -> dict[str, Any]:
+        async def reached() -> bool:
+            return (await self.query(query_id))["current_state"] == state
+
+        await wait_until(reached, timeout=timeout, interval=0.3)
+        return await self.query(query_id)
+
+    def write(self, name: str, rows: list[tuple[int, int, int]]) -> None:
+        staged = self.root / f".{name}"
+        staged.write_text("".join(f"{i},{a},{t}\n" for i, a, t in rows))
+        staged.rename(self.source_dir / name)  # appear whole, as a file sink's output would
+
+
+@pytest.fixture
+async def deployment(start_coordinator, sqlite_url, tmp_path):
+    coordinator = await start_coordinator(sqlite_url, LIVENESS)
+    client = await coordinator.client().connect()
+    names = [f"a{uuid.uuid4().hex[:6]}" for _ in range(2)]
+    agents = {
+        name: spawn_agent(coordinator.address, coordinator.workflow_id, name, tmp_path)
+        for name in names
+    }
+    try:
+
+        async def all_alive() -> bool:
+            workers = await client.ask(m.ListWorkers())
+            return sorted(w["name"] for w in workers if w["state"] == "ALIVE") == sorted(names)
+
+        await wait_until(all_alive, timeout=180, interval=0.5)
+        deployment = Deployment(client, tmp_path, agents)
+        deployment.source_dir.mkdir()
+        await client.ask(m.CreateLogicalSource("orders", ORDERS))
+        await client.ask(
+            m.CreatePhysicalSource(
+                "orders", "FILE", {"file_path": str(deployment.source_dir), "format": "CSV"}
+            )
+        )
+        for sink in (deployment.big, deployment.totals):
+            columns = BIG if sink.name == "big" else TOTALS
+            await client.ask(m.CreateSink(sink.name, columns, "FILE", dict(sink.config)))
+        yield deployment
+    finally:
+        for process in agents.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in agents.values():
+            try:
+                process.wait(timeout=60)
+            except Exception:
+                process.kill()
+        client.close()
+
+
+async def test_create_run_stop_and_drop_two_queries_on_two_agents(deployment, spark):
+    client = deployment.client
+    first = await client.ask(m.CreateQuery(FILTER))
+    second = await client.ask(m.CreateQuery(WINDOW))
+    assert (first["current_state"], second["current_state"]) == ("STARTING", "STARTING")
+    # Placement spreads the queries: each agent has the most free slots in turn.
+    assert {first["worker"], second["worker"]} == set(deployment.agents)
+    for query in (first, second):
+        running = await deployment.wait_state(query["id"], "RUNNING")
+        assert running["error"] is None
+
+    deployment.write("1.csv", [(1, 5, 1000), (2, 50, 2000), (3, 70, 9999), (4, 20, 12000)])
+    deployment.write("2.csv", [(5, 1, 25000)])  # moves the watermark past [0, 10 s)
+
+    def big_rows() -> list[tuple[Any, ...]]:
+        return sorted(read_file_sink(spark, deployment.big, query_name(first["id"])))
+
+    def totals_rows() -> list[tuple[Any, ...]]:
+        return sorted(read_file_sink(spark, deployment.totals, query_name(second["id"])))
+
+    await wait_until(lambda: len(big_rows()) >= 3, timeout=120, interval=0.5)
+    await wait_until(lambda: len(totals_rows()) >= 2, timeout=120, interval=0.5)
+    assert big_rows() == [(2, 50), (3, 70), (4, 20)]
+    assert totals_rows() == [(0, 10000, 125), (10000, 20000, 20)]
+
+    for query in (first, second):
+        stopping = await client.ask(m.StopQuery(query["id"]))
+        assert stopping["current_state"] in ("STOPPING", "STOPPED")
+        stopped = await deployment.wait_state(query["id"], "STOPPED")
+        assert (stopped["desired_state"], stopped["worker"]) == ("STOPPED", None)
+
+    for query in (first, second):
+        assert await client.ask(m.DropQuery(query["id"])) == {"queries": [query["id"]]}
+    await client.ask(m.DropSink("big"))
+    await client.ask(m.DropSink("totals"))
+    await client.ask(m.DropLogicalSource("orders", cascade=True))
+    assert await client.ask(m.ListQueries()) == []
+    assert await client.ask(m.ListSinks()) == []
+    assert await client.ask(m.ListLogicalSources()) == []
+    assert await client.ask(m.ListPhysicalSources()) == []
