@@ -5,6 +5,7 @@ and starts the queries, the agents run them, and the sinks hold exactly the expe
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import uuid
 from pathlib import Path
@@ -12,8 +13,11 @@ from typing import Any
 
 import pytest
 from conftest import wait_until
+from sqlalchemy import select
 from test_agent_process import spawn_agent
 
+from streamctl.catalog.models import ChangelogEntry
+from streamctl.catalog.store import create_catalog_engine
 from streamctl.client.client import CoordinatorClient
 from streamctl.planner.connectors.sinks import read_file_sink
 from streamctl.planner.connectors.specs import SinkSpec
@@ -155,3 +159,62 @@ async def test_create_run_stop_and_drop_two_queries_on_two_agents(deployment, sp
     assert await client.ask(m.ListSinks()) == []
     assert await client.ask(m.ListLogicalSources()) == []
     assert await client.ask(m.ListPhysicalSources()) == []
+
+
+async def test_kill_9_of_an_agent_moves_its_query_without_loss_or_duplicates(
+    deployment, spark, sqlite_url
+):
+    client = deployment.client
+    query = await client.ask(m.CreateQuery(FILTER))
+    running = await deployment.wait_state(query["id"], "RUNNING")
+    victim = running["worker"]
+    survivor = next(name for name in deployment.agents if name != victim)
+
+    def rows() -> list[tuple[Any, ...]]:
+        return sorted(read_file_sink(spark, deployment.big, query_name(query["id"])))
+
+    deployment.write("1.csv", [(1, 11, 1000), (2, 5, 1001), (3, 30, 1002)])
+    await wait_until(lambda: len(rows()) >= 2, timeout=120, interval=0.5)
+
+    deployment.agents[victim].send_signal(signal.SIGKILL)
+    deployment.agents[victim].wait()
+    deployment.write("2.csv", [(4, 40, 2000), (5, 1, 2001)])  # arrives while nothing runs it
+
+    async def moved() -> bool:
+        current = await deployment.query(query["id"])
+        return current["current_state"] == "RUNNING" and current["worker"] == survivor
+
+    await wait_until(moved, timeout=180, interval=0.5)
+    deployment.write("3.csv", [(6, 60, 3000)])
+    expected = [(1, 11), (3, 30), (4, 40), (6, 60)]
+    await wait_until(lambda: len(rows()) >= len(expected), timeout=120, interval=0.5)
+    await asyncio.sleep(3)  # a duplicate would come with the next micro-batches
+    assert rows() == expected
+
+    path = [
+        action
+        for entity, key, action in changelog(sqlite_url)
+        if entity == "query" and key == str(query["id"])
+    ]
+    assert path == [
+        "create",
+        "CREATED->STARTING",
+        "STARTING->RUNNING",
+        "RUNNING->RECOVERING",
+        "RECOVERING->STARTING",
+        "STARTING->RUNNING",
+    ], path
+
+
+def changelog(catalog_url: str) -> list[tuple[str, str, str]]:
+    engine = create_catalog_engine(catalog_url)
+    try:
+        with engine.connect() as connection:
+            result = connection.execute(
+                select(ChangelogEntry.entity, ChangelogEntry.key, ChangelogEntry.action).order_by(
+                    ChangelogEntry.version, ChangelogEntry.seq
+                )
+            )
+            return [tuple(row) for row in result]  # type: ignore[misc]
+    finally:
+        engine.dispose()
