@@ -43,7 +43,9 @@ WINDOW = (
     "SELECT start, end, SUM(amount) AS total FROM orders WINDOW TUMBLING(ts, SIZE 10 SEC) "
     "INTO totals"
 )
-LIVENESS = CoordinatorConfig(suspect_after=3.0, dead_after=8.0)
+LIVENESS = CoordinatorConfig(
+    suspect_after=3.0, dead_after=8.0, max_restarts=2, restart_delay=0.5, restart_max_delay=2.0
+)
 
 
 def spec(name: str, columns: tuple[m.ColumnSpec, ...], directory: Path) -> SinkSpec:
@@ -218,3 +220,39 @@ def changelog(catalog_url: str) -> list[tuple[str, str, str]]:
             return [tuple(row) for row in result]  # type: ignore[misc]
     finally:
         engine.dispose()
+
+
+async def test_a_query_whose_sink_always_fails_ends_failed_and_harms_no_other(deployment, spark):
+    client = deployment.client
+    agent = sorted(deployment.agents)[0]
+    pinned_dir = deployment.root / "pinned"
+    pinned_dir.mkdir()
+    await client.ask(m.CreateLogicalSource("pinned", ORDERS))
+    await client.ask(
+        m.CreatePhysicalSource("pinned", "FILE", {"file_path": str(pinned_dir)}, worker=agent)
+    )
+    nowhere = {"host": "127.0.0.1", "port": 1, "dbname": "nowhere", "table": "rows"}
+    await client.ask(m.CreateSink("broken", BIG, "POSTGRESQL", nowhere))
+    healthy = await client.ask(m.CreateQuery("SELECT id, amount FROM pinned INTO big"))
+    failing = await client.ask(m.CreateQuery("SELECT id, amount FROM pinned INTO broken"))
+    assert healthy["worker"] == failing["worker"] == agent  # both local to the pinned source
+    await deployment.wait_state(healthy["id"], "RUNNING")
+
+    (pinned_dir / "1.csv").write_text("1,10,1000\n2,20,2000\n")
+    failed = await deployment.wait_state(failing["id"], "FAILED", timeout=180)
+    assert failed["worker"] is None
+    assert failed["restarts"] == LIVENESS.max_restarts + 1
+    assert "nowhere" in failed["error"] or "refused" in failed["error"], failed["error"]
+
+    def rows() -> list[tuple[Any, ...]]:
+        return sorted(read_file_sink(spark, deployment.big, query_name(healthy["id"])))
+
+    (pinned_dir / "2.csv").write_text("3,30,3000\n")
+    await wait_until(lambda: len(rows()) >= 3, timeout=120, interval=0.5)
+    assert rows() == [(1, 10), (2, 20), (3, 30)]
+    untouched = await deployment.query(healthy["id"])
+    assert (untouched["current_state"], untouched["worker"], untouched["run"]) == (
+        "RUNNING",
+        agent,
+        1,
+    )

@@ -39,6 +39,7 @@ from streamctl.catalog.store import bulk_insert, catalog_engine, key_chunks, one
 from streamctl.catalog.view import CatalogView
 from streamctl.compact_json import dumps, loads
 from streamctl.lifecycle.agents import LivenessPolicy
+from streamctl.lifecycle.queries import RestartPolicy
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import action_from_json
 from streamctl.workflows.messages import Envelope, ErrorCode, Response
@@ -158,6 +159,11 @@ class CatalogActivities:
         ctx = PassContext(
             view=view,
             liveness=LivenessPolicy(pass_input.suspect_after, pass_input.dead_after),
+            restarts=RestartPolicy(
+                max_restarts=pass_input.max_restarts,
+                initial_delay=pass_input.restart_delay,
+                max_delay=pass_input.restart_max_delay,
+            ),
         )
         ordered = sorted(range(len(work)), key=lambda i: (work[i][2].stage, work[i][1], i))
         changelog: list[dict[str, Any]] = []

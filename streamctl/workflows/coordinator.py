@@ -99,6 +99,9 @@ class CoordinatorConfig:
     passes_per_run: int = 1000
     suspect_after: float = 10.0
     dead_after: float = 30.0
+    max_restarts: int = 5
+    restart_delay: float = 1.0
+    restart_max_delay: float = 60.0
     pass_timeout: float = 15.0
 
 
@@ -333,6 +336,9 @@ class CoordinatorWorkflow:
                     request_batch_arrivals=[batch.received_at for batch in request_batches],
                     suspect_after=config.suspect_after,
                     dead_after=config.dead_after,
+                    max_restarts=config.max_restarts,
+                    restart_delay=config.restart_delay,
+                    restart_max_delay=config.restart_max_delay,
                 ),
                 join_request_batches([batch.payload for batch in request_batches]),
             ],

@@ -51,6 +51,9 @@ class PassInput:
     request_batch_arrivals: list[float]
     suspect_after: float
     dead_after: float
+    max_restarts: int = 5
+    restart_delay: float = 1.0
+    restart_max_delay: float = 60.0
 
 
 @dataclass(frozen=True)
