@@ -21,7 +21,9 @@ Protocol within a pass
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from collections.abc import Iterable
+from typing import Any, TypeVar
 
 from streamctl.activities.context import PassContext, RequestFailed
 from streamctl.catalog.rows import QueryRow
@@ -32,6 +34,7 @@ from streamctl.lifecycle.queries import (
     can_transition,
     transition,
 )
+from streamctl.planner import ast
 from streamctl.planner.binder import BoundQuery, LogicalSourceInfo, SinkInfo, bind_query
 from streamctl.planner.errors import INVALID_STATEMENT, NOT_SUPPORTED, PlannerError
 from streamctl.planner.parser import parse_query
@@ -108,24 +111,29 @@ def bind(ctx: PassContext, statement: str, *, allow_missing_sink: bool = False) 
     if not isinstance(statement, str) or not statement.strip():
         raise RequestFailed(ErrorCode.INVALID_REQUEST, "the query statement is empty")
     try:
-        bound = bind_query(
-            parse_query(statement), _ViewCatalog(ctx), allow_missing_sink=allow_missing_sink
-        )
+        query = parse_query(statement)
+        inline = _first(query, ast.InlineSource)
+        if inline is not None:
+            raise PlannerError(
+                INVALID_STATEMENT,
+                f"FROM {inline.source_type}(...) reads data the catalog does not know; queries "
+                "read catalog sources only: create a logical source and a physical source for "
+                "the data, then read it by name",
+                inline.line,
+                inline.column,
+            )
+        inline_sink = _first(query, ast.InlineSink)
+        if inline_sink is not None:
+            raise PlannerError(
+                NOT_SUPPORTED,
+                f"INTO {inline_sink.sink_type}(...) is not supported yet; create a sink and "
+                "write INTO its name",
+                inline_sink.line,
+                inline_sink.column,
+            )
+        bound = bind_query(query, _ViewCatalog(ctx), allow_missing_sink=allow_missing_sink)
     except PlannerError as error:
         raise RequestFailed(error.code, error.message) from None
-    if bound.inline_sources:
-        raise RequestFailed(
-            INVALID_STATEMENT,
-            "the query reads File(...) or another inline source; queries read catalog sources "
-            "only: create a logical source and a physical source for the data, then read it "
-            "by name",
-        )
-    if bound.inline_sink is not None:
-        raise RequestFailed(
-            NOT_SUPPORTED,
-            f"INTO {bound.inline_sink.sink_type}(...) is not supported yet; create a sink and "
-            "write INTO its name",
-        )
     for name in bound.logical_sources:
         if not ctx.view.physical_sources_of(name):
             raise RequestFailed(
@@ -134,6 +142,25 @@ def bind(ctx: PassContext, statement: str, *, allow_missing_sink: bool = False) 
                 "reads it",
             )
     return bound
+
+
+N = TypeVar("N", bound=ast.Node)
+
+
+def _first(node: object, kind: type[N]) -> N | None:
+    """The first node of type ``kind`` in a parsed statement (depth first, in source order)."""
+    if isinstance(node, kind):
+        return node
+    children: Iterable[object] = ()
+    if isinstance(node, tuple | list):
+        children = node
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        children = (getattr(node, f.name) for f in dataclasses.fields(node))
+    for child in children:
+        found = _first(child, kind)
+        if found is not None:
+            return found
+    return None
 
 
 # --- requests -------------------------------------------------------------------------------

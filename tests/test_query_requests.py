@@ -1,0 +1,115 @@
+"""Query requests in the pass, on both catalogs and without agents: bad queries are refused at
+create time with a message pointing at the problem; good ones wait in CREATED for an agent and
+are placed (STARTING, with a start action) as soon as one registers."""
+
+from __future__ import annotations
+
+import pytest
+from test_pass_activity import codes, run_pass
+
+from streamctl.activities.passes import CatalogActivities
+from streamctl.workflows import messages as m
+
+ORDERS = (
+    m.ColumnSpec("id", "UINT64", False),
+    m.ColumnSpec("amount", "INT64", False),
+    m.ColumnSpec("ts", "UINT64", False),
+)
+BIG = (m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("amount", "INT64", False))
+WRONG = (m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("amount", "VARSIZED", False))
+
+SETUP: list[m.Request] = [
+    m.CreateLogicalSource("orders", ORDERS),
+    m.CreatePhysicalSource("orders", "FILE", {"file_path": "/data/orders/"}),
+    m.CreateLogicalSource("lonely", ORDERS),  # no physical source
+    m.CreateSink("big", BIG, "FILE", {"file_path": "/out/big"}),
+    m.CreateSink("wrong", WRONG, "FILE", {"file_path": "/out/wrong"}),
+]
+
+REFUSED = [
+    ("SELEC id FROM orders INTO big", "SYNTAX_ERROR", "line 1, column 1"),
+    ("SELECT id, amount\nFROM nowhere INTO big", "UNKNOWN_SOURCE", "line 2, column 6"),
+    (
+        "SELECT id, price FROM orders INTO big",
+        "UNKNOWN_COLUMN",
+        "column 12: unknown column 'PRICE'",
+    ),
+    ("SELECT id, amount FROM orders INTO wrong", "SINK_SCHEMA_MISMATCH", "wrong"),
+    (
+        "SELECT id, amount FROM orders INTO missing",
+        "UNKNOWN_SINK",
+        "column 36: unknown sink 'MISSING'",
+    ),
+    (
+        "SELECT id, amount FROM File('/etc/passwd' AS `SOURCE`.FILE_PATH, "
+        "SCHEMA(id UINT64 NOT NULL, amount INT64 NOT NULL) AS `SOURCE`.`SCHEMA`) INTO big",
+        "INVALID_STATEMENT",
+        "line 1, column 24: FROM FILE(...) reads data the catalog does not know",
+    ),
+    ("SELECT id, amount FROM lonely INTO big", "INVALID_STATEMENT", "no physical source"),
+    ("   ", "INVALID_REQUEST", "empty"),
+]
+
+
+@pytest.mark.parametrize(("statement", "code", "pointer"), REFUSED)
+def test_bad_queries_are_refused_at_create_time(catalog_url, statement, code, pointer):
+    activities = CatalogActivities(catalog_url)
+    assert codes(run_pass(activities, 1, SETUP)) == ["ok"] * len(SETUP)
+    [answer] = run_pass(activities, 2, [m.CreateQuery(statement)])
+    assert (answer["ok"], answer["error_code"]) == (False, code), answer
+    assert pointer in answer["error_message"], answer["error_message"]
+    [listed] = run_pass(activities, 3, [m.ListQueries()])
+    assert listed["result"] == []  # nothing was created
+
+
+def test_a_query_waits_for_an_agent_and_is_placed_when_one_registers(catalog_url):
+    activities = CatalogActivities(catalog_url)
+    run_pass(activities, 1, SETUP)
+    [created] = run_pass(
+        activities, 2, [m.CreateQuery("SELECT id, amount FROM orders WHERE amount > 10 INTO big")]
+    )
+    query = created["result"]
+    assert (query["current_state"], query["worker"], query["run"]) == ("CREATED", None, 0)
+    assert "waiting for an alive agent" in query["error"]
+
+    run_pass(activities, 3, [], events=(m.RegisterWorker("a1", capacity=1),))
+    [got] = run_pass(activities, 4, [m.GetQuery(query["id"])])
+    placed = got["result"]
+    assert (placed["current_state"], placed["worker"], placed["run"]) == ("STARTING", "a1", 1)
+    assert placed["sources"] == ["orders"]
+
+    # The agent is full now: a second query waits.
+    [second] = run_pass(activities, 5, [m.CreateQuery("SELECT id, amount FROM orders INTO big")])
+    assert second["result"]["current_state"] == "CREATED"
+    # Reports move the first one; a stale report (earlier run) changes nothing.
+    run_pass(
+        activities,
+        6,
+        [],
+        events=(
+            m.QueryStatusChanged(query["id"], "RUNNING", agent="a1", run=1),
+            m.QueryStatusChanged(query["id"], "CRASHED", "old", agent="a1", run=0),
+        ),
+    )
+    [after] = run_pass(activities, 7, [m.GetQuery(query["id"])])
+    assert (after["result"]["current_state"], after["result"]["error"]) == ("RUNNING", None)
+    # Dropping the running query frees the agent: the waiting one is placed in the same pass.
+    [dropped] = run_pass(activities, 8, [m.DropQuery(query["id"])])
+    assert dropped["result"] == {"queries": [query["id"]]}
+    [waiting] = run_pass(activities, 9, [m.GetQuery(second["result"]["id"])])
+    assert (waiting["result"]["current_state"], waiting["result"]["worker"]) == ("STARTING", "a1")
+
+
+def test_illegal_requests_on_a_query_are_refused_or_change_nothing(catalog_url):
+    activities = CatalogActivities(catalog_url)
+    run_pass(activities, 1, SETUP)
+    [created] = run_pass(activities, 2, [m.CreateQuery("SELECT id, amount FROM orders INTO big")])
+    query_id = created["result"]["id"]
+    [stopped] = run_pass(activities, 3, [m.StopQuery(query_id)])
+    assert stopped["result"]["current_state"] == "STOPPED"  # never ran: stopped at once
+    [start] = run_pass(activities, 4, [m.StartQuery(query_id)])
+    assert (start["ok"], start["error_code"]) == (False, "UNAVAILABLE")  # no agent
+    [missing] = run_pass(activities, 5, [m.StopQuery(999)])
+    assert missing["error_code"] == "NOT_FOUND"
+    [dependents] = run_pass(activities, 6, [m.DropSink("big")])
+    assert dependents["error_code"] == "HAS_DEPENDENTS"
