@@ -5,7 +5,7 @@
 ``STREAMCTL_CATALOG_URL``       catalog database URL, default SQLite in the state dir
 ``STREAMCTL_STATE_DIR``         where ``streamctl up`` keeps its files, default ``.state``
 ``STREAMCTL_BATCH_SIZE``        messages per pass (coordinator start), default 2000
-``STREAMCTL_BATCH_TIMEOUT``     seconds to gather a batch (coordinator start), default 0.05
+``STREAMCTL_BATCH_TIMEOUT``     seconds to gather a batch (coordinator start), default 0.01
 """
 
 from __future__ import annotations
@@ -38,4 +38,4 @@ def batch_size() -> int:
 
 
 def batch_timeout() -> float:
-    return float(os.environ.get("STREAMCTL_BATCH_TIMEOUT", "0.05"))
+    return float(os.environ.get("STREAMCTL_BATCH_TIMEOUT", "0.01"))

@@ -21,8 +21,11 @@ from streamctl.workflows.coordinator import CoordinatorConfig
 
 
 @contextlib.asynccontextmanager
-async def bench_stack(catalog_url: str, coordinators: int = 1) -> AsyncIterator[tuple[str, Client]]:
-    """Yield the Temporal address and a connected client of a fresh stack."""
+async def bench_stack(
+    catalog_url: str, coordinators: int = 1, agents: int = 0, master: str = "local[*]"
+) -> AsyncIterator[tuple[str, Client]]:
+    """Yield the Temporal address and a connected client of a fresh stack (with ``agents``
+    local Spark agents on ``master``)."""
     with tempfile.TemporaryDirectory(prefix="streamctl-bench-") as directory:
         supervisor = Supervisor(
             Path(directory),
@@ -31,6 +34,8 @@ async def bench_stack(catalog_url: str, coordinators: int = 1) -> AsyncIterator[
             free_port(),
             CoordinatorConfig(),
             coordinators,
+            agents,
+            master,
         )
         try:
             client = await supervisor.start()

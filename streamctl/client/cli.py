@@ -324,6 +324,19 @@ def bench_events(
     print(json.dumps(result) if as_json else json.dumps(result, indent=2))
 
 
+@bench_app.command("deploy")
+def bench_deploy(
+    as_json: bool = typer.Option(False, "--json"),
+    rounds: int = typer.Option(10, min=1, help="Starts measured on each side."),
+    master: str = typer.Option("local[2]", help="Spark master of both sides."),
+) -> None:
+    """StartQuery until RUNNING through the coordinator, against writeStream.start() alone."""
+    from streamctl.bench.deploy import run_deploy_bench
+
+    result = run_deploy_bench(rounds, master)
+    print(json.dumps(result) if as_json else json.dumps(result, indent=2))
+
+
 def main() -> None:
     app()
 

@@ -80,7 +80,9 @@ def coordinator_command(address: str, catalog_url: str, task_queue: str | None =
     ]
 
 
-def agent_command(address: str, name: str, checkpoint_dir: Path) -> list[str]:
+def agent_command(
+    address: str, name: str, checkpoint_dir: Path, master: str = "local[*]"
+) -> list[str]:
     """The command line of one local Spark agent process."""
     return [
         sys.executable,
@@ -93,6 +95,8 @@ def agent_command(address: str, name: str, checkpoint_dir: Path) -> list[str]:
         address,
         "--checkpoint-dir",
         str(checkpoint_dir),
+        "--master",
+        master,
     ]
 
 
@@ -106,6 +110,7 @@ class Supervisor:
         config: CoordinatorConfig,
         coordinators: int = 1,
         agents: int = 0,
+        agent_master: str = "local[*]",
     ) -> None:
         self.state_dir = state_dir
         self.catalog_url = catalog_url
@@ -115,6 +120,7 @@ class Supervisor:
         self.coordinators = coordinators
         self.agent_names = [f"local_{index}" for index in range(1, agents + 1)]
         self.agents: list[subprocess.Popen[bytes]] = []
+        self.agent_master = agent_master
         self.address = f"127.0.0.1:{port}"
         self.temporal: subprocess.Popen[bytes] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
@@ -132,7 +138,7 @@ class Supervisor:
     def _start_agent(self, name: str) -> subprocess.Popen[bytes]:
         log = open(self.state_dir / f"agent-{name}.log", "ab")  # noqa: SIM115
         return subprocess.Popen(
-            agent_command(self.address, name, self.state_dir / "checkpoints"),
+            agent_command(self.address, name, self.state_dir / "checkpoints", self.agent_master),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
