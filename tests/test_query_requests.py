@@ -4,11 +4,17 @@ are placed (STARTING, with a start action) as soon as one registers."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 from test_pass_activity import codes, run_pass
 
 from streamctl.activities.passes import CatalogActivities
+from streamctl.client.client import new_id
 from streamctl.workflows import messages as m
+from streamctl.workflows.actions import AgentAction, StopAssignment
+from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_payload
 
 ORDERS = (
     m.ColumnSpec("id", "UINT64", False),
@@ -113,3 +119,54 @@ def test_illegal_requests_on_a_query_are_refused_or_change_nothing(catalog_url):
     assert missing["error_code"] == "NOT_FOUND"
     [dependents] = run_pass(activities, 6, [m.DropSink("big")])
     assert dependents["error_code"] == "HAS_DEPENDENTS"
+
+
+def pass_result(
+    activities: CatalogActivities,
+    pass_no: int,
+    requests: list[m.Request],
+    events: tuple[m.Event, ...] = (),
+) -> tuple[list[dict[str, Any]], list[AgentAction]]:
+    envelopes = [request.to_envelope(new_id()) for request in requests]
+    pending = [PendingMessage(event.to_envelope(f"e-{new_id()}"), 1000.0) for event in events]
+    result = activities.apply_pass(
+        PassInput("w", pass_no, 1000.0, pending, [1000.0], 30.0, 60.0),
+        request_batches_payload([envelopes]),
+    )
+    return json.loads(result.responses[0]), result.actions
+
+
+def test_agents_registering_again_or_reporting_strays_get_reconciled(catalog_url):
+    activities = CatalogActivities(catalog_url)
+    run_pass(activities, 1, SETUP, events=(m.RegisterWorker("a1"),))
+    [created], actions = pass_result(
+        activities, 2, [m.CreateQuery("SELECT id, amount FROM orders INTO big")]
+    )
+    query_id = created["result"]["id"]
+    assert [(a.agent, a.start.query_id, a.start.run) for a in actions if a.start] == [
+        ("a1", query_id, 1)
+    ]
+    assert actions[0].start is not None and actions[0].start.sources["orders"][0].type == "FILE"
+    run_pass(activities, 3, [], events=(m.QueryStatusChanged(query_id, "RUNNING", None, "a1", 1),))
+
+    # a1 registers again (it may have restarted): start its query there again, list what it runs
+    _, actions = pass_result(activities, 4, [], events=(m.RegisterWorker("a1"),))
+    assert [(a.agent, a.start.run if a.start else None, a.reconcile) for a in actions] == [
+        ("a1", 2, False),
+        ("a1", None, True),
+    ]
+    # another agent says it runs the query: that copy is stopped
+    _, actions = pass_result(
+        activities, 5, [], events=(m.QueryStatusChanged(query_id, "RUNNING", None, "a2", 1),)
+    )
+    assert [(a.agent, a.stop) for a in actions] == [("a2", StopAssignment(query_id, 1))]
+    # a1 leaves: the query recovers, and waits because no other agent is there
+    _, actions = pass_result(activities, 6, [], events=(m.UnregisterWorker("a1"),))
+    assert actions == []
+    [got] = run_pass(activities, 7, [m.GetQuery(query_id)])
+    assert (got["result"]["current_state"], got["result"]["worker"]) == ("RECOVERING", None)
+    # a replayed pass hands out the same actions again
+    replayed = activities.apply_pass(
+        PassInput("w", 2, 1000.0, [], [1000.0], 30.0, 60.0), request_batches_payload([[]])
+    )
+    assert replayed.replayed and [a.start.run for a in replayed.actions if a.start] == [1]

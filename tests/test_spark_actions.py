@@ -111,3 +111,25 @@ def test_a_plan_that_cannot_run_is_refused_without_retries(spark, tmp_path):
     with pytest.raises(ApplicationError, match="query 8 cannot run on agent a1"):
         queries.start(QueryAssignment(8, 1, '{"not": "a plan"}', bad.sources, bad.sink))
     assert queries.list() == []
+
+
+def test_a_bounded_query_reports_finished_once_its_input_is_processed(spark, tmp_path):
+    events: list[m.Event] = []
+    queries = SparkQueries(spark, "a1", tmp_path / "checkpoints", tmp_path / "work", events.append)
+    data = tmp_path / "orders.csv"  # a file, not a directory: bounded input
+    data.write_text("1,5,1000\n2,50,1001\n")
+    job = assignment(9, 1, tmp_path, tmp_path / "big")
+    bounded = QueryAssignment(
+        job.query_id,
+        job.run,
+        job.plan,
+        {"orders": [SourceAssignment(1, "FILE", {"file_path": str(data)}, ORDERS)]},
+        job.sink,
+    )
+    queries.start(bounded)
+    wait_for(lambda: any(isinstance(e, m.QueryStatusChanged) for e in events), "a report")
+    [report] = [e for e in events if isinstance(e, m.QueryStatusChanged)]
+    assert (report.query_id, report.status, report.error, report.run) == (9, "FINISHED", None, 1)
+    sink = SinkSpec("big", "FILE", {"file_path": str(tmp_path / "big")}, BIG)
+    assert read_file_sink(None, sink, query_name(9)) == [(2, 50)]
+    assert queries.list() == []

@@ -233,6 +233,7 @@ def agent(
 
     from streamctl.catalog.schema import InvalidName, check_identifier
     from streamctl.worker.agent import run_agent
+    from streamctl.worker.spark_session import JavaMissing, require_java
 
     try:
         check_identifier(name, "agent name")
@@ -243,6 +244,11 @@ def agent(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     state = config.state_dir()
+    try:
+        require_java()
+    except JavaMissing as error:
+        console.print(f"[red]{error}")
+        raise typer.Exit(2) from None
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
             run_agent(

@@ -8,6 +8,8 @@ error. The session here pins it to the running interpreter.
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,6 +27,23 @@ BASE_CONFIG: Mapping[str, str] = {
 }
 
 
+class JavaMissing(RuntimeError):
+    """No Java runtime for Spark on this machine."""
+
+
+def require_java() -> None:
+    """Spark runs on the system JDK; fail with what to install when there is none."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        return
+    if shutil.which("java"):
+        return
+    raise JavaMissing(
+        "Spark needs a Java runtime (JDK 17 or 21) and none was found on PATH or in JAVA_HOME: "
+        "install one, e.g. 'apt-get install openjdk-17-jre-headless', or set JAVA_HOME"
+    )
+
+
 def build_spark_session(
     master: str,
     app_name: str,
@@ -32,6 +51,7 @@ def build_spark_session(
     config: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """A session on ``master`` with the base configuration, then ``config`` on top."""
+    require_java()
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(master).appName(app_name)
