@@ -30,9 +30,19 @@ async def test_create_get_list_drop_with_cascade(start_coordinator, catalog_url)
         await client.ask(m.CreateSink("out", SCHEMA, "Print"))
 
         assert [s["name"] for s in await client.ask(m.ListLogicalSources())] == ["orders"]
+        # Stored in canonical form: NebulaStream's option names accepted, defaults filled in.
         assert (await client.ask(m.GetPhysicalSource(physical["id"])))["config"] == {
-            "file_path": "/data"
+            "file_path": "/data",
+            "format": "CSV",
+            "field_delimiter": ",",
+            "tuple_delimiter": "\n",
+            "allow_delimiter_in_quotes": True,
         }
+        refused = await client.ask_response(
+            m.CreatePhysicalSource("orders", "FILE", {"FILE_PATH": "/d", "PARSER.TYPE": "XML"})
+        )
+        assert (refused.ok, refused.error_code) == (False, "INVALID_REQUEST")
+        assert "XML" in (refused.error_message or ""), refused
         assert [p["id"] for p in await client.ask(m.ListPhysicalSources("orders"))] == [
             physical["id"]
         ]
@@ -170,7 +180,7 @@ async def test_bad_input_gets_a_per_request_error_and_no_failed_workflow_task(
     client = await coordinator.client().connect()
     try:
         await client.ask(m.CreateLogicalSource("dup", SCHEMA))
-        await client.ask(m.CreatePhysicalSource("dup", "FILE", {}))
+        await client.ask(m.CreatePhysicalSource("dup", "FILE", {"file_path": "/d"}))
         cases = [
             *BAD_INPUT,
             (

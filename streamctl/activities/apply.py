@@ -8,7 +8,7 @@ stage, so a batch answers exactly as applying its messages one by one would.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from streamctl.activities import queries as queries_stage
@@ -35,6 +35,11 @@ from streamctl.lifecycle.agents import (
     AgentTrigger,
     can_transition,
     transition,
+)
+from streamctl.planner.connectors.options import (
+    ConnectorOptionError,
+    normalize_sink_options,
+    normalize_source_options,
 )
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import AgentAction
@@ -104,6 +109,18 @@ def _kind(value: str, allowed: frozenset[str], what: str) -> str:
     try:
         return check_kind(value, allowed, what)
     except SchemaError as error:
+        raise RequestFailed(ErrorCode.INVALID_REQUEST, str(error)) from None
+
+
+def _options(
+    normalize: Callable[[str, Mapping[str, Any]], dict[str, Any]],
+    type_name: str,
+    raw: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The connector options in canonical form (what agents build their connectors from)."""
+    try:
+        return normalize(type_name, raw if isinstance(raw, Mapping) else {})
+    except ConnectorOptionError as error:
         raise RequestFailed(ErrorCode.INVALID_REQUEST, str(error)) from None
 
 
@@ -285,7 +302,7 @@ def create_physical_source(ctx: PassContext, request: m.CreatePhysicalSource) ->
         id=ctx.view.next_id("physical_source"),
         logical_source=request.logical_source,
         type=source_type,
-        config=dict(request.config),
+        config=_options(normalize_source_options, source_type, request.config),
         worker=request.worker,
         created_version=ctx.view.version,
         updated_version=ctx.view.version,
@@ -336,7 +353,7 @@ def create_sink(ctx: PassContext, request: m.CreateSink) -> Any:
         name=name,
         schema=schema,
         type=sink_type,
-        config=dict(request.config),
+        config=_options(normalize_sink_options, sink_type, request.config),
         created_version=ctx.view.version,
         updated_version=ctx.view.version,
     )

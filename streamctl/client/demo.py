@@ -28,7 +28,15 @@ DEMO_REQUESTS: list[m.Request] = [
         "clicks", (m.ColumnSpec("user", "VARSIZED"), m.ColumnSpec("ts", "UINT64"))
     ),
     m.CreatePhysicalSource("orders", "FILE", {"file_path": "data/orders", "format": "CSV"}),
-    m.CreatePhysicalSource("clicks", "GENERATOR", {"rate": 100}),
+    m.CreatePhysicalSource(
+        "clicks",
+        "GENERATOR",
+        {
+            "generator_schema": "RANDOMSTR 4 8, SEQUENCE UINT64 0 1000000000 1",
+            "stop_when": "NONE",
+            "rate_config": "emit_rate 100",
+        },
+    ),
     m.CreateSink(
         "big_orders",
         (m.ColumnSpec("id", "UINT64"), m.ColumnSpec("amount", "FLOAT64")),
