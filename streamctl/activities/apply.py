@@ -401,10 +401,6 @@ def not_yet_supported(_ctx: PassContext, request: m.Request) -> Any:
     )
 
 
-def ignore_event(_ctx: PassContext, _event: m.Event, _received_at: float) -> None:
-    """Statistics are kept by the agents' metrics until reoptimization reads them."""
-
-
 RequestHandler = Callable[[PassContext, Any], Any]
 EventHandler = Callable[[PassContext, Any, float], None]
 
@@ -440,7 +436,7 @@ EVENT_HANDLERS: dict[str, EventHandler] = {
     m.UnregisterWorker.kind: unregister_worker,
     m.Heartbeat.kind: heartbeat,
     m.CheckLiveness.kind: check_liveness,
-    m.Statistics.kind: ignore_event,
+    m.Statistics.kind: queries_stage.statistics,
     m.QueryStatusChanged.kind: queries_stage.query_status_changed,
 }
 

@@ -76,6 +76,8 @@ def query_json(row: QueryRow) -> dict[str, Any]:
         "run": row.run,
         "restarts": row.restarts,
         "retry_at": row.retry_at,
+        "statistics": row.statistics,
+        "statistics_at": row.statistics_at,
         "created_version": row.created_version,
     }
 
@@ -189,6 +191,8 @@ def create_query(ctx: PassContext, request: m.CreateQuery) -> Any:
         restarts=0,
         retry_at=None,
         started_at=None,
+        statistics=None,
+        statistics_at=None,
         created_version=view.version,
         updated_version=view.version,
     )
@@ -305,6 +309,16 @@ def query_status_changed(ctx: PassContext, event: m.QueryStatusChanged, received
     ctx.record(
         "query", row.id, f"{before}->{after}", f"{event.agent or 'agent'} reported {event.status}"
     )
+
+
+def statistics(ctx: PassContext, event: m.Statistics, received_at: float) -> None:
+    """Keep the latest progress of a running query (not in the changelog: it is not a change
+    of the deployment, and it arrives every few seconds per query)."""
+    row = ctx.view.queries.get(event.query_id)
+    if row is None or row.current_state != S.RUNNING or not isinstance(event.values, dict):
+        return
+    row.statistics = {str(k): v for k, v in event.values.items() if isinstance(v, int | float)}
+    row.statistics_at = received_at
 
 
 def _crashed(ctx: PassContext, row: QueryRow, error: str, now: float) -> None:

@@ -21,11 +21,14 @@ from streamctl.workflows.coordinator import CoordinatorConfig
 
 
 @contextlib.asynccontextmanager
-async def bench_stack(
-    catalog_url: str, coordinators: int = 1, agents: int = 0, master: str = "local[*]"
-) -> AsyncIterator[tuple[str, Client]]:
-    """Yield the Temporal address and a connected client of a fresh stack (with ``agents``
-    local Spark agents on ``master``)."""
+async def bench_supervisor(
+    catalog_url: str,
+    coordinators: int = 1,
+    agents: int = 0,
+    master: str = "local[*]",
+    capacity: int = 4,
+) -> AsyncIterator[Supervisor]:
+    """A started stack (with ``agents`` local Spark agents on ``master``), stopped afterwards."""
     with tempfile.TemporaryDirectory(prefix="streamctl-bench-") as directory:
         supervisor = Supervisor(
             Path(directory),
@@ -36,9 +39,24 @@ async def bench_stack(
             coordinators,
             agents,
             master,
+            capacity,
         )
         try:
-            client = await supervisor.start()
-            yield supervisor.address, client
+            await supervisor.start()
+            yield supervisor
         finally:
             supervisor.stop()
+
+
+@contextlib.asynccontextmanager
+async def bench_stack(
+    catalog_url: str,
+    coordinators: int = 1,
+    agents: int = 0,
+    master: str = "local[*]",
+    capacity: int = 4,
+) -> AsyncIterator[tuple[str, Client]]:
+    """Yield the Temporal address and a connected client of a fresh stack."""
+    async with bench_supervisor(catalog_url, coordinators, agents, master, capacity) as supervisor:
+        assert supervisor.client is not None
+        yield supervisor.address, supervisor.client

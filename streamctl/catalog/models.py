@@ -125,6 +125,9 @@ class Query(Versioned, Base):
     restarts: Mapped[int] = mapped_column(Integer, server_default="0")
     retry_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # The latest progress its agent reported (rows/s, batch duration, state rows).
+    statistics: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    statistics_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class QuerySource(Base):

@@ -97,6 +97,8 @@ class QueryRow:
     restarts: int
     retry_at: float | None
     started_at: float | None
+    statistics: dict[str, Any] | None
+    statistics_at: float | None
     created_version: int
     updated_version: int
 

@@ -343,6 +343,21 @@ def bench_deploy(
     print(json.dumps(result) if as_json else json.dumps(result, indent=2))
 
 
+@bench_app.command("soak")
+def bench_soak(
+    as_json: bool = typer.Option(False, "--json"),
+    queries: int = typer.Option(20, min=1, help="Concurrent queries across two agents."),
+    seconds: float = typer.Option(300.0, help="How long to watch them."),
+    interval: float = typer.Option(15.0, help="Seconds between samples."),
+    rate: int = typer.Option(20, min=1, help="Generator rows per second."),
+) -> None:
+    """Many queries on two agents for minutes: running, heartbeats, statistics, memory."""
+    from streamctl.bench.soak import run_soak_bench
+
+    result = run_soak_bench(queries, seconds, interval, rate)
+    print(json.dumps(result) if as_json else json.dumps(result, indent=2))
+
+
 def main() -> None:
     app()
 

@@ -81,7 +81,7 @@ def coordinator_command(address: str, catalog_url: str, task_queue: str | None =
 
 
 def agent_command(
-    address: str, name: str, checkpoint_dir: Path, master: str = "local[*]"
+    address: str, name: str, checkpoint_dir: Path, master: str = "local[*]", capacity: int = 4
 ) -> list[str]:
     """The command line of one local Spark agent process."""
     return [
@@ -97,6 +97,8 @@ def agent_command(
         str(checkpoint_dir),
         "--master",
         master,
+        "--capacity",
+        str(capacity),
     ]
 
 
@@ -111,6 +113,7 @@ class Supervisor:
         coordinators: int = 1,
         agents: int = 0,
         agent_master: str = "local[*]",
+        agent_capacity: int = 4,
     ) -> None:
         self.state_dir = state_dir
         self.catalog_url = catalog_url
@@ -121,6 +124,8 @@ class Supervisor:
         self.agent_names = [f"local_{index}" for index in range(1, agents + 1)]
         self.agents: list[subprocess.Popen[bytes]] = []
         self.agent_master = agent_master
+        self.agent_capacity = agent_capacity
+        self.client: Client | None = None
         self.address = f"127.0.0.1:{port}"
         self.temporal: subprocess.Popen[bytes] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
@@ -138,7 +143,13 @@ class Supervisor:
     def _start_agent(self, name: str) -> subprocess.Popen[bytes]:
         log = open(self.state_dir / f"agent-{name}.log", "ab")  # noqa: SIM115
         return subprocess.Popen(
-            agent_command(self.address, name, self.state_dir / "checkpoints", self.agent_master),
+            agent_command(
+                self.address,
+                name,
+                self.state_dir / "checkpoints",
+                self.agent_master,
+                self.agent_capacity,
+            ),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -173,6 +184,7 @@ class Supervisor:
             log_file=self.state_dir / "temporal.log",
         )
         client = await wait_for_server(self.address)
+        self.client = client
         self.workers = [self._start_worker() for _ in range(self.coordinators)]
         await ensure_coordinator(client, config=self.config)
         self.agents = [self._start_agent(name) for name in self.agent_names]

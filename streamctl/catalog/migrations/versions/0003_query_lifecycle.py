@@ -2,7 +2,8 @@
 
 What the coordinator needs to run a query on an agent and to restart it: the bound plan, how
 many times it was started (``run``, which tells a report from an earlier placement apart), its
-restart count and when it may start again, when it last became RUNNING, and the actions each
+restart count and when it may start again, when it last became RUNNING, its latest progress
+(``Statistics`` from its agent, and when they came), and the actions each
 pass decided (so a replayed pass hands them out again). An index on ``current_state`` keeps the
 per-pass lookup of queries waiting for an agent cheap.
 
@@ -26,6 +27,8 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("restarts", sa.Integer(), nullable=False, server_default="0"))
         batch_op.add_column(sa.Column("retry_at", sa.Float(), nullable=True))
         batch_op.add_column(sa.Column("started_at", sa.Float(), nullable=True))
+        batch_op.add_column(sa.Column("statistics", sa.JSON(), nullable=True))
+        batch_op.add_column(sa.Column("statistics_at", sa.Float(), nullable=True))
         batch_op.create_index(batch_op.f("ix_queries_current_state"), ["current_state"])
     with op.batch_alter_table("snapshot_versions", schema=None) as batch_op:
         batch_op.add_column(sa.Column("actions", sa.JSON(), nullable=True))
@@ -36,5 +39,13 @@ def downgrade() -> None:
         batch_op.drop_column("actions")
     with op.batch_alter_table("queries", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_queries_current_state"))
-        for column in ("started_at", "retry_at", "restarts", "run", "plan"):
+        for column in (
+            "statistics_at",
+            "statistics",
+            "started_at",
+            "retry_at",
+            "restarts",
+            "run",
+            "plan",
+        ):
             batch_op.drop_column(column)
