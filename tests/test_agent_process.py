@@ -75,7 +75,14 @@ def workflow_assignment(data: dict[str, Any]) -> QueryAssignment:
     )
 
 
-def spawn_agent(address: str, workflow_id: str, name: str, root: Path) -> subprocess.Popen[bytes]:
+def spawn_agent(
+    address: str,
+    workflow_id: str,
+    name: str,
+    root: Path,
+    master: str = "local[2]",
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
     log = open(root / f"agent-{name}.log", "ab")  # noqa: SIM115 - the child owns it
     return subprocess.Popen(
         [
@@ -86,7 +93,7 @@ def spawn_agent(address: str, workflow_id: str, name: str, root: Path) -> subpro
             "--name",
             name,
             "--master",
-            "local[2]",
+            master,
             "--capacity",
             "3",
             "--checkpoint-dir",
@@ -98,7 +105,7 @@ def spawn_agent(address: str, workflow_id: str, name: str, root: Path) -> subpro
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "STREAMCTL_STATE_DIR": str(root / "state")},
+        env={**os.environ, "STREAMCTL_STATE_DIR": str(root / "state"), **(env or {})},
     )
 
 

@@ -6,8 +6,10 @@ and starts the queries, the agents run them, and the sinks hold exactly the expe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -83,13 +85,29 @@ class Deployment:
 
 @pytest.fixture
 async def deployment(start_coordinator, sqlite_url, tmp_path):
-    coordinator = await start_coordinator(sqlite_url, LIVENESS)
+    async with deploy(start_coordinator, sqlite_url, tmp_path) as running:
+        yield running
+
+
+@contextlib.asynccontextmanager
+async def deploy(
+    start_coordinator: Any,
+    catalog_url: str,
+    root: Path,
+    master: str = "local[2]",
+    agent_env: dict[str, str] | None = None,
+) -> AsyncIterator[Deployment]:
+    """A coordinator, two agents on ``master``, and the shared sources and sinks."""
+    coordinator = await start_coordinator(catalog_url, LIVENESS)
     client = await coordinator.client().connect()
     names = [f"a{uuid.uuid4().hex[:6]}" for _ in range(2)]
     agents = {
-        name: spawn_agent(coordinator.address, coordinator.workflow_id, name, tmp_path)
+        name: spawn_agent(
+            coordinator.address, coordinator.workflow_id, name, root, master, agent_env
+        )
         for name in names
     }
+    tmp_path = root
     try:
 
         async def all_alive() -> bool:
@@ -122,6 +140,11 @@ async def deployment(start_coordinator, sqlite_url, tmp_path):
 
 
 async def test_create_run_stop_and_drop_two_queries_on_two_agents(deployment, spark):
+    await create_run_stop_and_drop(deployment, spark)
+
+
+async def create_run_stop_and_drop(deployment: Deployment, spark: Any) -> None:
+    """Acceptance a of issue 3, on whatever Spark the deployment's agents use."""
     client = deployment.client
     first = await client.ask(m.CreateQuery(FILTER))
     second = await client.ask(m.CreateQuery(WINDOW))
