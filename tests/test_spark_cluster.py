@@ -1,12 +1,14 @@
-"""Agents beyond one process: both agents of the end-to-end scenario run against a real Spark
+"""Agents beyond one process: the end-to-end scenario with both agents on a real Spark
 standalone cluster (a master and a worker started from the pyspark wheel's ``spark-class`` on
-loopback), each agent one Spark application with one core."""
+loopback, each agent one application with one core), and with both agents on a Spark Connect
+server (each agent its own session there)."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -18,7 +20,7 @@ import pyspark
 import pytest
 from test_queries_e2e import create_run_stop_and_drop, deploy
 
-from streamctl.worker.temporal_server import free_port
+from streamctl.worker.temporal_server import free_port, port_open
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -133,4 +135,55 @@ async def test_end_to_end_on_a_standalone_cluster(
         assert standalone_cluster.application_names() == sorted(
             f"streamctl-agent-{name}" for name in deployment.agents
         )
+        await create_run_stop_and_drop(deployment, spark)
+
+
+@pytest.fixture
+def connect_server(tmp_path: Path) -> Iterator[str]:
+    """``sc://127.0.0.1:<port>`` of a Spark Connect server (``local[2]``) from the wheel."""
+    port = free_port()
+    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1"}
+    with open(tmp_path / "connect.log", "ab") as log:
+        server = subprocess.Popen(
+            [
+                str(SPARK_HOME / "bin" / "spark-submit"),
+                "--class",
+                "org.apache.spark.sql.connect.service.SparkConnectServer",
+                "--master",
+                "local[2]",
+                "--name",
+                "streamctl-test-connect",
+                "--conf",
+                f"spark.connect.grpc.binding.port={port}",
+                "--conf",
+                f"spark.pyspark.python={sys.executable}",
+                "--conf",
+                "spark.ui.enabled=false",
+                "--conf",
+                "spark.sql.session.timeZone=UTC",
+                "spark-internal",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while not port_open(port):
+            assert server.poll() is None, "the Spark Connect server exited"
+            assert time.monotonic() < deadline, "the Spark Connect server did not listen"
+            time.sleep(0.5)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+async def test_end_to_end_through_spark_connect(
+    connect_server, start_coordinator, sqlite_url, tmp_path, spark
+):
+    async with deploy(start_coordinator, sqlite_url, tmp_path, connect_server) as deployment:
         await create_run_stop_and_drop(deployment, spark)

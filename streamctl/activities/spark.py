@@ -20,6 +20,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import threading
@@ -39,7 +40,7 @@ from streamctl.planner.connectors.sources import is_bounded, read_source
 from streamctl.planner.connectors.specs import ConnectorError, SinkSpec, SourceSpec
 from streamctl.planner.errors import PlannerError
 from streamctl.planner.plan import QueryPlan
-from streamctl.planner.translate import TranslatedQuery, build
+from streamctl.planner.translate import TranslatedQuery, build, spark_conf
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import (
     AgentStatus,
@@ -92,14 +93,22 @@ class SparkQueries:
                 current.run = max(current.run, assignment.run)
                 return self._report(assignment.query_id, current.run, AgentStatus.RUNNING)
             translated, sink = self._build(assignment)
-            spark_query = start_sink(
-                translated.dataframe,
-                sink,
-                query_name=query_name(assignment.query_id),
-                checkpoint_dir=str(self.checkpoint_dir(assignment.query_id)),
-                output_mode=translated.output_mode,
-                available_now=translated.available_now,
+            # Spark Connect analyses the plan when the query starts, so the planner's settings
+            # (C++ integer semantics) must hold then; a classic session analysed it already.
+            settings = (
+                spark_conf(self.session, translated.spark_conf)
+                if _is_connect(self.session)
+                else contextlib.nullcontext()
             )
+            with settings:
+                spark_query = start_sink(
+                    translated.dataframe,
+                    sink,
+                    query_name=query_name(assignment.query_id),
+                    checkpoint_dir=str(self.checkpoint_dir(assignment.query_id)),
+                    output_mode=translated.output_mode,
+                    available_now=translated.available_now,
+                )
             self._started[assignment.query_id] = _Started(spark_query, assignment.run)
             return self._report(assignment.query_id, assignment.run, AgentStatus.RUNNING)
 
@@ -228,6 +237,10 @@ class SparkQueries:
                 if str(started.query.runId) == run_id:
                     return query_name(query_id)
         return None
+
+
+def _is_connect(session: SparkSession) -> bool:
+    return type(session).__module__.startswith("pyspark.sql.connect")
 
 
 class _Listener(StreamingQueryListener):
