@@ -7,7 +7,8 @@ NebulaStream generator that never stops, ``rate`` rows/s) into ``VOID`` sinks. E
 
 * how many queries are ``RUNNING``;
 * each agent's heartbeat count (must grow) and state;
-* how many queries reported new statistics since the last sample;
+* how many queries reported new statistics since the last sample, and the age of the oldest
+  query's latest statistics (a query reports after each of its micro-batches);
 * the resident memory of the coordinator worker process and its helper processes.
 
 It prints the samples' summary: the fewest queries running in any sample, heartbeats and
@@ -113,6 +114,9 @@ async def _soak(
                             for query_id, at in stats.items()
                             if at is not None and at != last_stats.get(query_id)
                         ),
+                        "max_statistics_age_s": round(
+                            max(time.time() - (at or 0.0) for at in stats.values()), 1
+                        ),
                         "coordinator_rss_mb": _rss_mb(coordinator_pid),
                     }
                 )
@@ -131,6 +135,7 @@ async def _soak(
         "min_agents_alive": min(s["agents_alive"] for s in samples),
         "min_heartbeats_per_interval": min(s["heartbeats"] for s in steady),
         "min_queries_with_new_statistics": min(s["queries_with_new_statistics"] for s in steady),
+        "max_statistics_age_s": max(s["max_statistics_age_s"] for s in steady),
         "coordinator_rss_start_mb": steady[0]["coordinator_rss_mb"],
         "coordinator_rss_end_mb": steady[-1]["coordinator_rss_mb"],
         "coordinator_rss_max_mb": max(s["coordinator_rss_mb"] for s in steady),
