@@ -93,7 +93,7 @@ async def _soak(
             samples: list[dict[str, Any]] = []
             last_heartbeats: dict[str, int] = {}
             last_stats: dict[int, float | None] = {}
-            began = time.monotonic()
+            began, began_wall = time.monotonic(), time.time()
             while time.monotonic() - began < seconds:
                 await asyncio.sleep(interval)
                 listed = await client.ask(m.ListQueries())
@@ -114,8 +114,9 @@ async def _soak(
                             for query_id, at in stats.items()
                             if at is not None and at != last_stats.get(query_id)
                         ),
+                        # A query without statistics yet counts from when watching began.
                         "max_statistics_age_s": round(
-                            max(time.time() - (at or 0.0) for at in stats.values()), 1
+                            max(time.time() - (at or began_wall) for at in stats.values()), 1
                         ),
                         "coordinator_rss_mb": _rss_mb(coordinator_pid),
                     }
