@@ -60,7 +60,7 @@ class EntityMap(Generic[K, R]):
         table = row_type.TABLE
         self._columns: list[Column[Any]] = list(table.columns)
         self._names = [column.name for column in self._columns]
-        self._key_column = table.c[row_type.KEY]
+        self.key_column = table.c[row_type.KEY]
         self._key_index = self._names.index(row_type.KEY)
         self._values_of = attrgetter(*self._names)
         self._rows: dict[K, R | None] = {}
@@ -83,7 +83,7 @@ class EntityMap(Generic[K, R]):
             return
         missing = [key for key in set(keys) if key not in self._rows]
         for chunk in key_chunks(self._session, missing):
-            self.absorb_where(one_of(self._session, self._key_column, chunk))
+            self.absorb_where(one_of(self._session, self.key_column, chunk))
             for key in chunk:
                 self._rows.setdefault(key, None)
 
@@ -135,7 +135,7 @@ class EntityMap(Generic[K, R]):
         # Bind names differ from column names: SQLAlchemy reserves those for the SET clause.
         statement = (
             update(self._row_type.TABLE)
-            .where(self._key_column == bindparam(f"v_{self._row_type.KEY}"))
+            .where(self.key_column == bindparam(f"v_{self._row_type.KEY}"))
             .values({n: bindparam(f"v_{n}") for n in self._names if n != self._row_type.KEY})
         )
         self._session.execute(statement, changed)
@@ -144,7 +144,7 @@ class EntityMap(Generic[K, R]):
         gone = [key for key, row in self._rows.items() if row is None and key in self._loaded]
         for chunk in key_chunks(self._session, gone):
             self._session.execute(
-                delete(self._row_type.TABLE).where(one_of(self._session, self._key_column, chunk))
+                delete(self._row_type.TABLE).where(one_of(self._session, self.key_column, chunk))
             )
 
 
@@ -322,10 +322,12 @@ class CatalogView:
 
 
 def _find(rows: EntityMap[str, R], name: str) -> R | None:
-    """The row named ``name``, or else the only one whose name equals it ignoring case."""
+    """The row named ``name``, or else the only one whose name equals it ignoring case
+    (catalog names are ASCII identifiers, so SQL ``lower`` and Python ``lower`` agree)."""
     exact = rows.get(name)
     if exact is not None:
         return exact
-    folded = name.casefold()
-    matches = [row for row in rows.all() if str(getattr(row, row.KEY)).casefold() == folded]
+    folded = name.lower()
+    rows.absorb_where(func.lower(rows.key_column) == folded)
+    matches = [row for row in rows.all_loaded() if str(getattr(row, row.KEY)).lower() == folded]
     return matches[0] if len(matches) == 1 else None
