@@ -45,8 +45,10 @@ WINDOW = (
     "SELECT start, end, SUM(amount) AS total FROM orders WINDOW TUMBLING(ts, SIZE 10 SEC) "
     "INTO totals"
 )
+# Short enough for the kill -9 test, long enough that a busy CI machine starting two JVMs does
+# not stall an agent's heartbeats past it.
 LIVENESS = CoordinatorConfig(
-    suspect_after=3.0, dead_after=8.0, max_restarts=2, restart_delay=0.5, restart_max_delay=2.0
+    suspect_after=6.0, dead_after=15.0, max_restarts=2, restart_delay=0.5, restart_max_delay=2.0
 )
 
 

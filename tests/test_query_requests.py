@@ -170,3 +170,47 @@ def test_agents_registering_again_or_reporting_strays_get_reconciled(catalog_url
         PassInput("w", 2, 1000.0, [], [1000.0], 30.0, 60.0), request_batches_payload([[]])
     )
     assert replayed.replayed and [a.start.run for a in replayed.actions if a.start] == [1]
+
+
+def test_an_agent_declared_dead_that_heartbeats_again_is_back_and_reconciled(catalog_url):
+    activities = CatalogActivities(catalog_url)
+    run_pass(activities, 1, SETUP, events=(m.RegisterWorker("a1"),))
+    [created], _ = pass_result(
+        activities, 2, [m.CreateQuery("SELECT id, amount FROM orders INTO big")]
+    )
+    query_id = created["result"]["id"]
+
+    def at(pass_no: int, now: float, event: m.Event, event_id: str) -> list[AgentAction]:
+        result = activities.apply_pass(
+            PassInput(
+                "w",
+                pass_no,
+                now,
+                [PendingMessage(event.to_envelope(event_id), now)],
+                [now],
+                30.0,
+                60.0,
+            ),
+            request_batches_payload([[]]),
+        )
+        return result.actions
+
+    # 100 s without a heartbeat (a stalled agent): DEAD, its query recovers (no other agent).
+    assert at(3, 1100.0, m.CheckLiveness(), "~liveness") == []
+    [got] = run_pass(
+        activities,
+        4,
+        [
+            m.GetWorker("a1"),
+        ][:1],
+    )
+    assert got["result"]["state"] == "DEAD"
+    # Its next heartbeat brings it back: reconciled, and the waiting query is placed on it.
+    actions = at(5, 1101.0, m.Heartbeat("a1"), "hb-1")
+    assert [(a.agent, a.reconcile, a.start.run if a.start else None) for a in actions] == [
+        ("a1", True, None),
+        ("a1", False, 2),
+    ]
+    [worker, query] = run_pass(activities, 6, [m.GetWorker("a1"), m.GetQuery(query_id)])
+    assert worker["result"]["state"] == "ALIVE"
+    assert (query["result"]["current_state"], query["result"]["worker"]) == ("STARTING", "a1")

@@ -191,9 +191,17 @@ def unregister_worker(ctx: PassContext, event: m.UnregisterWorker, _received_at:
 
 def heartbeat(ctx: PassContext, event: m.Heartbeat, received_at: float) -> None:
     row = ctx.view.workers.get(event.name)
-    if row is None or not can_transition(AgentState(row.state), AgentTrigger.HEARTBEAT):
-        return  # an unknown or dead agent must register first; its heartbeat means nothing
-    _agent_transition(ctx, row, AgentTrigger.HEARTBEAT, "heartbeat after missed ones")
+    if row is None:
+        return  # an unknown agent must register first; its heartbeat means nothing
+    if row.state == AgentState.DEAD:
+        # Declared dead during a stall longer than dead_after, yet alive: it comes back as if
+        # it registered again. Its queries moved meanwhile; what it still runs is reconciled.
+        _agent_transition(ctx, row, AgentTrigger.REGISTER, "heartbeat from an agent declared dead")
+        ctx.actions.append(AgentAction(row.name, reconcile=True))
+    elif can_transition(AgentState(row.state), AgentTrigger.HEARTBEAT):
+        _agent_transition(ctx, row, AgentTrigger.HEARTBEAT, "heartbeat after missed ones")
+    else:
+        return  # it said goodbye; a heartbeat still in flight does not bring it back
     row.heartbeats += max(1, event.count)
     row.load = max(0, event.load)
     if event.capacity is not None:

@@ -117,6 +117,9 @@ class SparkQueries:
             current = self._started.get(assignment.query_id)
             if current is None or not current.query.isActive:
                 return self._report(assignment.query_id, assignment.run, AgentStatus.STOPPED)
+            if assignment.run < current.run:
+                # A stop decided before the coordinator started it here again: stale.
+                return self._report(assignment.query_id, current.run, AgentStatus.RUNNING)
             current.stopping = True
             spark_query = current.query
         spark_query.stop()  # outside the lock: waits for the running batch's thread

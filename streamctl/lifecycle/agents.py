@@ -48,8 +48,9 @@ TRANSITIONS: dict[tuple[AgentState | None, AgentTrigger], AgentState] = {
     (AgentState.SUSPECT, AgentTrigger.UNREGISTER): AgentState.UNREGISTERED,
     (AgentState.DEAD, AgentTrigger.UNREGISTER): AgentState.UNREGISTERED,
 }
-"""Every allowed transition. A heartbeat from a DEAD or UNREGISTERED agent is not one: such an
-agent must register again, so the coordinator can reconcile what it runs."""
+"""Every allowed transition. A heartbeat from a DEAD or UNREGISTERED agent is not one. The pass
+treats a heartbeat from a DEAD agent as a registration (it was alive after all, and the
+coordinator reconciles what it runs) and ignores one from an UNREGISTERED agent."""
 
 
 class IllegalTransition(Exception):
