@@ -197,13 +197,7 @@ def test_an_agent_declared_dead_that_heartbeats_again_is_back_and_reconciled(cat
 
     # 100 s without a heartbeat (a stalled agent): DEAD, its query recovers (no other agent).
     assert at(3, 1100.0, m.CheckLiveness(), "~liveness") == []
-    [got] = run_pass(
-        activities,
-        4,
-        [
-            m.GetWorker("a1"),
-        ][:1],
-    )
+    [got] = run_pass(activities, 4, [m.GetWorker("a1")])
     assert got["result"]["state"] == "DEAD"
     # Its next heartbeat brings it back: reconciled, and the waiting query is placed on it.
     actions = at(5, 1101.0, m.Heartbeat("a1"), "hb-1")
