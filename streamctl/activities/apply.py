@@ -14,7 +14,6 @@ from typing import Any
 from streamctl.activities import queries as queries_stage
 from streamctl.activities.context import PassContext, RequestFailed
 from streamctl.catalog.rows import (
-    EntityRow,
     LogicalSourceRow,
     PhysicalSourceRow,
     SinkRow,
@@ -128,10 +127,6 @@ def _not_found(what: str, key: object) -> RequestFailed:
     return RequestFailed(ErrorCode.NOT_FOUND, f"{what} {key!r} does not exist")
 
 
-def _stamp(ctx: PassContext, row: EntityRow) -> None:
-    row.updated_version = ctx.view.version
-
-
 # --- workers (stage 1) -----------------------------------------------------------------------
 
 
@@ -140,7 +135,7 @@ def _agent_transition(ctx: PassContext, row: WorkerRow, trigger: AgentTrigger, r
     after = transition(before, trigger)
     if after is not before:
         row.state = after
-        _stamp(ctx, row)
+        ctx.stamp(row)
         ctx.record("worker", row.name, f"{before}->{after}", reason)
         if after in (AgentState.DEAD, AgentState.UNREGISTERED):
             queries_stage.agent_lost(ctx, row.name, f"is {after}")
@@ -175,7 +170,7 @@ def register_worker(ctx: PassContext, event: m.RegisterWorker, received_at: floa
     row.registered_at = received_at
     row.last_heartbeat_at = received_at
     row.draining = False
-    _stamp(ctx, row)
+    ctx.stamp(row)
     if was_serving:  # it may have restarted and lost its queries
         queries_stage.agent_registered_again(ctx, row.name)
     else:  # its queries moved while it was gone; stop whatever it still runs
@@ -235,7 +230,7 @@ def drain_worker(ctx: PassContext, request: m.DrainWorker) -> Any:
         raise _not_found("worker", request.name)
     if not row.draining:
         row.draining = True
-        _stamp(ctx, row)
+        ctx.stamp(row)
         ctx.record("worker", row.name, "drain", "DrainWorker: no new queries are placed here")
     return worker_json(row)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from streamctl.catalog.rows import EntityRow
 from streamctl.catalog.view import CatalogView
 from streamctl.lifecycle.agents import LivenessPolicy
 from streamctl.lifecycle.queries import RestartPolicy
@@ -43,3 +44,7 @@ class PassContext:
 
     def record(self, entity: str, key: object, action: str, reason: str) -> None:
         self.changes.append(Change(entity, str(key), action, reason))
+
+    def stamp(self, row: EntityRow) -> None:
+        """Mark ``row`` as changed by this pass's snapshot version."""
+        row.updated_version = self.view.version

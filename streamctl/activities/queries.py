@@ -82,8 +82,12 @@ def query_json(row: QueryRow) -> dict[str, Any]:
     }
 
 
-def _not_found(query_id: int) -> RequestFailed:
-    return RequestFailed(ErrorCode.NOT_FOUND, f"query {query_id!r} does not exist")
+def _query(ctx: PassContext, query_id: int) -> QueryRow:
+    """The query a request names, or its NOT_FOUND refusal."""
+    row = ctx.view.queries.get(query_id)
+    if row is None:
+        raise RequestFailed(ErrorCode.NOT_FOUND, f"query {query_id!r} does not exist")
+    return row
 
 
 # --- binding --------------------------------------------------------------------------------
@@ -204,9 +208,7 @@ def create_query(ctx: PassContext, request: m.CreateQuery) -> Any:
 
 
 def start_query(ctx: PassContext, request: m.StartQuery) -> Any:
-    row = ctx.view.queries.get(request.id)
-    if row is None:
-        raise _not_found(request.id)
+    row = _query(ctx, request.id)
     state = S(row.current_state)
     if state in (S.STOPPED, S.FAILED, S.FINISHED):
         placement = _placement(ctx, row)
@@ -220,24 +222,20 @@ def start_query(ctx: PassContext, request: m.StartQuery) -> Any:
         _start_on(ctx, row, placement, "StartQuery")
     elif row.desired_state != S.RUNNING:
         row.desired_state = S.RUNNING
-        _stamp(ctx, row)
+        ctx.stamp(row)
     return query_json(row)
 
 
 def stop_query(ctx: PassContext, request: m.StopQuery) -> Any:
-    row = ctx.view.queries.get(request.id)
-    if row is None:
-        raise _not_found(request.id)
+    row = _query(ctx, request.id)
     row.desired_state = S.STOPPED
     _stop(ctx, row, "StopQuery")
-    _stamp(ctx, row)
+    ctx.stamp(row)
     return query_json(row)
 
 
 def drop_query(ctx: PassContext, request: m.DropQuery) -> Any:
-    row = ctx.view.queries.get(request.id)
-    if row is None:
-        raise _not_found(request.id)
+    row = _query(ctx, request.id)
     return {"queries": drop_queries(ctx, [row], "DropQuery")}
 
 
@@ -252,9 +250,7 @@ def drop_queries(ctx: PassContext, queries: list[QueryRow], reason: str) -> list
 
 
 def get_query(ctx: PassContext, request: m.GetQuery) -> Any:
-    row = ctx.view.queries.get(request.id)
-    if row is None:
-        raise _not_found(request.id)
+    row = _query(ctx, request.id)
     return {**query_json(row), "sources": ctx.view.sources_of_query(row.id), "plan": row.plan}
 
 
@@ -305,7 +301,7 @@ def query_status_changed(ctx: PassContext, event: m.QueryStatusChanged, received
         row.error = None
     else:  # FINISHED or STOPPED: it holds no agent any more
         row.worker = None
-    _stamp(ctx, row)
+    ctx.stamp(row)
     ctx.record(
         "query", row.id, f"{before}->{after}", f"{event.agent or 'agent'} reported {event.status}"
     )
@@ -338,7 +334,7 @@ def _crashed(ctx: PassContext, row: QueryRow, error: str, now: float) -> None:
         row.current_state = recovering
         row.retry_at = now + policy.delay(row.restarts)
         reason = f"crashed on {agent}, restart {row.restarts} in {policy.delay(row.restarts):.1f}s"
-    _stamp(ctx, row)
+    ctx.stamp(row)
     ctx.record("query", row.id, f"{before}->{row.current_state}", f"{reason}: {error}"[:2000])
 
 
@@ -349,7 +345,7 @@ def agent_lost(ctx: PassContext, agent: str, reason: str) -> None:
         row.current_state = transition(before, T.AGENT_LOST)
         row.worker = None
         row.retry_at = ctx.view.now if row.current_state is S.RECOVERING else None
-        _stamp(ctx, row)
+        ctx.stamp(row)
         ctx.record("query", row.id, f"{before}->{row.current_state}", f"{agent} {reason}")
 
 
@@ -360,7 +356,7 @@ def agent_registered_again(ctx: PassContext, agent: str) -> None:
     for row in ctx.view.queries_on(agent, (S.STARTING, S.RUNNING)):
         assignment = _assignment(ctx, row, row.run + 1)
         row.run += 1
-        _stamp(ctx, row)
+        ctx.stamp(row)
         ctx.actions.append(AgentAction(agent, start=assignment))
         ctx.record("query", row.id, "restart", f"{agent} registered again: make sure it runs")
     ctx.actions.append(AgentAction(agent, reconcile=True))
@@ -397,7 +393,7 @@ def _start_on(ctx: PassContext, row: QueryRow, placement: Placement, reason: str
     row.worker = placement.agent
     row.run += 1
     row.retry_at = None
-    _stamp(ctx, row)
+    ctx.stamp(row)
     ctx.actions.append(AgentAction(placement.agent, start=assignment))
     where = f"{placement.agent} (local to its sources)" if placement.local else placement.agent
     ctx.record("query", row.id, f"{before}->{row.current_state}", f"{reason}: placed on {where}")
@@ -456,7 +452,3 @@ def _assignment(ctx: PassContext, row: QueryRow, run: int) -> QueryAssignment:
         sources,
         SinkAssignment(sink.name, sink.type, sink.config, sink.schema),
     )
-
-
-def _stamp(ctx: PassContext, row: QueryRow) -> None:
-    row.updated_version = ctx.view.version

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -191,13 +190,6 @@ class SparkQueries:
                 type="QueryRejected",
                 non_retryable=True,
             ) from None
-
-    def forget(self, query_id: int) -> None:
-        """Drop a query's checkpoint and work files (after the catalog dropped the query)."""
-        with self._lock:
-            self._started.pop(query_id, None)
-        shutil.rmtree(self.checkpoint_dir(query_id), ignore_errors=True)
-        shutil.rmtree(self.work_root / f"query-{query_id}", ignore_errors=True)
 
     # --- reports --------------------------------------------------------------------------
 
