@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -22,6 +21,7 @@ from test_spark_actions import assignment
 
 from streamctl.planner.connectors.sinks import read_file_sink
 from streamctl.planner.connectors.specs import SinkSpec
+from streamctl.worker.supervisor import agent_command
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import (
     QueryAssignment,
@@ -85,24 +85,7 @@ def spawn_agent(
 ) -> subprocess.Popen[bytes]:
     log = open(root / f"agent-{name}.log", "ab")  # noqa: SIM115 - the child owns it
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamctl.client.cli",
-            "agent",
-            "--name",
-            name,
-            "--master",
-            master,
-            "--capacity",
-            "3",
-            "--checkpoint-dir",
-            str(root / "checkpoints"),
-            "--address",
-            address,
-            "--workflow-id",
-            workflow_id,
-        ],
+        agent_command(address, name, root / "checkpoints", master, 3, workflow_id),
         stdout=log,
         stderr=subprocess.STDOUT,
         env={**os.environ, "STREAMCTL_STATE_DIR": str(root / "state"), **(env or {})},

@@ -81,7 +81,12 @@ def coordinator_command(address: str, catalog_url: str, task_queue: str | None =
 
 
 def agent_command(
-    address: str, name: str, checkpoint_dir: Path, master: str = "local[*]", capacity: int = 4
+    address: str,
+    name: str,
+    checkpoint_dir: Path,
+    master: str = "local[*]",
+    capacity: int = 4,
+    workflow_id: str = COORDINATOR_WORKFLOW_ID,
 ) -> list[str]:
     """The command line of one local Spark agent process."""
     return [
@@ -99,6 +104,8 @@ def agent_command(
         master,
         "--capacity",
         str(capacity),
+        "--workflow-id",
+        workflow_id,
     ]
 
 
