@@ -30,10 +30,16 @@ Guarantees
   entities, not by rate; a signal batch seen before from the same sender is dropped.
 * Nothing a client sends is interpreted here beyond an envelope's kind and id: bodies are
   decoded in the activity, so bad input can fail only its own request, never a workflow task.
+* Agent actions (start, stop, reconcile) run as activities beside the loop; each outcome comes
+  back as a ``QueryStatusChanged`` event into a later pass. An action is never lost: one still
+  under way at continue-as-new is carried to the next run and run again there (every action is
+  idempotent on the agent: a start of a query it runs reports it, a stop of one it does not
+  run reports ``STOPPED``, a stale stop is ignored).
 * Continue-as-new happens after ``passes_per_run`` passes or when Temporal suggests it: the run
   refuses new updates, answers every accepted request, waits for its handlers and carries
-  :class:`CoordinatorState` (version, pass number, pending events, sender marks) to the next run.
-  No request batch is pending at that point, so no raw payload needs carrying.
+  :class:`CoordinatorState` (version, pass number, pending events, sender marks, actions under
+  way) to the next run. No request batch is pending at that point, so no raw payload needs
+  carrying.
 """
 
 from __future__ import annotations
@@ -87,7 +93,6 @@ ACTION_RETRY = RetryPolicy(
     maximum_attempts=3,
     non_retryable_error_types=["QueryRejected"],
 )
-ACTIONS_DRAIN_TIMEOUT = timedelta(seconds=180)
 
 COORDINATOR_WORKFLOW_ID = "coordinator"
 COORDINATOR_TASK_QUEUE = "coordinator"
@@ -126,6 +131,7 @@ class CoordinatorState:
     next_liveness_deadline: float | None = None
     last_pass_ms: float = 0.0
     runs: int = 1
+    actions_under_way: list[AgentAction] = field(default_factory=list)
 
 
 @dataclass
@@ -174,7 +180,7 @@ class CoordinatorWorkflow:
         self.compaction_index: dict[tuple[str, str], int] = {}
         self.draining = False
         self.passes_this_run = 0
-        self.action_tasks: set[asyncio.Task[None]] = set()
+        self.actions_under_way: dict[asyncio.Task[None], AgentAction] = {}
         self._reindex()
 
     # --- messages in ---------------------------------------------------------------------
@@ -261,6 +267,9 @@ class CoordinatorWorkflow:
             self.state.pass_no = max(self.state.pass_no, position.last_pass_no)
             self.state.position_loaded = True
             self._enqueue_liveness_check()
+        for action in self.state.actions_under_way:  # cut short by the previous run's end
+            self._start_action(action)
+        self.state.actions_under_way = []
 
         while True:
             await self._gather()
@@ -270,11 +279,6 @@ class CoordinatorWorkflow:
                 await self._run_pass()
             if self.draining and not self.request_batches:
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                # Outcomes of running actions become pending events, carried to the next run.
-                with contextlib.suppress(TimeoutError):
-                    await workflow.wait_condition(
-                        lambda: not self.action_tasks, timeout=ACTIONS_DRAIN_TIMEOUT
-                    )
                 if not self.request_batches:
                     break
 
@@ -290,6 +294,7 @@ class CoordinatorWorkflow:
             next_liveness_deadline=self.state.next_liveness_deadline,
             last_pass_ms=self.state.last_pass_ms,
             runs=self.state.runs + 1,
+            actions_under_way=list(self.actions_under_way.values()),
         )
         workflow.continue_as_new(CoordinatorInput(state=next_state))
 
@@ -365,11 +370,14 @@ class CoordinatorWorkflow:
             batch.answer = answer
             self.pending_requests -= len(batch.ids)
         for action in result.actions:
-            task = asyncio.create_task(self._run_action(action))
-            self.action_tasks.add(task)
-            task.add_done_callback(self.action_tasks.discard)
+            self._start_action(action)
 
     # --- agent actions ---------------------------------------------------------------------
+
+    def _start_action(self, action: AgentAction) -> None:
+        task = asyncio.create_task(self._run_action(action))
+        self.actions_under_way[task] = action
+        task.add_done_callback(lambda done: self.actions_under_way.pop(done, None))
 
     async def _run_action(self, action: AgentAction) -> None:
         """Run one agent action without blocking the loop; its outcome comes back as

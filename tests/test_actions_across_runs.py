@@ -1,0 +1,99 @@
+"""An agent action still under way when the coordinator continues as new is not lost: the next
+run runs it again, and the query it was for moves on.
+
+The agent here is a stand-in worker on the agent's task queue (the coordinator's side of the
+protocol is under test; the Spark side has its own tests): its first ``start_query`` blocks
+until the coordinator's run has changed, so the answer of that attempt can never arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from conftest import wait_until
+from temporalio import activity
+from temporalio.worker import Worker
+
+from streamctl.workflows import messages as m
+from streamctl.workflows.actions import (
+    AgentStatus,
+    QueryAssignment,
+    QueryReport,
+    StopAssignment,
+    agent_task_queue,
+)
+from streamctl.workflows.coordinator import CoordinatorConfig
+
+pytestmark = pytest.mark.slow
+
+COLUMNS = (m.ColumnSpec("id", "UINT64", False),)
+
+
+class StandInAgent:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.starts: list[int] = []
+        self.release_first_start = threading.Event()
+
+    @activity.defn(name="start_query")
+    def start_query(self, assignment: QueryAssignment) -> QueryReport:
+        self.starts.append(assignment.run)
+        if len(self.starts) == 1:
+            self.release_first_start.wait(timeout=60)
+        return QueryReport(assignment.query_id, assignment.run, AgentStatus.RUNNING, self.name)
+
+    @activity.defn(name="stop_query")
+    def stop_query(self, assignment: StopAssignment) -> QueryReport:
+        return QueryReport(assignment.query_id, assignment.run, AgentStatus.STOPPED, self.name)
+
+    @activity.defn(name="list_queries")
+    def list_queries(self, _agent: str) -> list[QueryReport]:
+        return []
+
+
+async def test_an_action_cut_short_by_continue_as_new_runs_again_in_the_next_run(
+    temporal_client, start_coordinator, sqlite_url
+):
+    coordinator = await start_coordinator(sqlite_url, CoordinatorConfig(passes_per_run=3))
+    agent = StandInAgent(f"a_{uuid.uuid4().hex[:6]}")
+    executor = ThreadPoolExecutor(max_workers=4)
+    worker = Worker(
+        temporal_client,
+        task_queue=agent_task_queue(agent.name),
+        activities=[agent.start_query, agent.stop_query, agent.list_queries],
+        activity_executor=executor,
+    )
+    client = await coordinator.client().connect()
+    try:
+        async with worker:
+            await client.send(m.RegisterWorker(agent.name, capacity=2))
+            await client.ask(m.CreateLogicalSource("numbers", COLUMNS))
+            await client.ask(m.CreatePhysicalSource("numbers", "FILE", {"file_path": "/in/"}))
+            await client.ask(m.CreateSink("out", COLUMNS, "VOID"))
+            first_run = (await coordinator.handle.describe()).run_id
+            created = await client.ask(m.CreateQuery("SELECT id FROM numbers INTO out"))
+            await wait_until(lambda: len(agent.starts) == 1)
+
+            # More passes: the run reaches passes_per_run and continues as new while the
+            # start is still under way.
+            async def run_changed() -> bool:
+                await client.ask(m.ListQueries())
+                return (await coordinator.handle.describe()).run_id != first_run
+
+            await wait_until(run_changed, timeout=60)
+            agent.release_first_start.set()
+
+            async def running() -> bool:
+                query = await client.ask(m.GetQuery(created["id"]))
+                return bool(query["current_state"] == "RUNNING")
+
+            await wait_until(running, timeout=60)
+            assert agent.starts == [1, 1]  # the same start (run 1), asked again by the new run
+    finally:
+        agent.release_first_start.set()
+        await asyncio.to_thread(executor.shutdown)
+        await asyncio.to_thread(client.close)
