@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from streamctl.activities import queries as queries_stage
+from streamctl.activities import statements
 from streamctl.activities.context import PassContext, RequestFailed
 from streamctl.catalog.rows import (
     LogicalSourceRow,
@@ -235,6 +236,65 @@ def drain_worker(ctx: PassContext, request: m.DrainWorker) -> Any:
     return worker_json(row)
 
 
+def declare_worker(ctx: PassContext, name: str, capacity: int) -> Any:
+    """``CREATE WORKER``: a worker known before its agent registers (physical sources may be
+    pinned to it); it is ``UNREGISTERED`` until an agent of that name registers."""
+    name = _name(name, "worker name")
+    if ctx.view.workers.get(name) is not None:
+        raise RequestFailed(ErrorCode.ALREADY_EXISTS, f"worker {name!r} already exists")
+    row = WorkerRow(
+        name=name,
+        state=transition(None, AgentTrigger.DECLARE),
+        capacity=max(0, capacity),
+        load=0,
+        task_queue=f"agent.{name}",
+        address="",
+        draining=False,
+        registered_at=ctx.view.now,
+        last_heartbeat_at=ctx.view.now,
+        heartbeats=0,
+        created_version=ctx.view.version,
+        updated_version=ctx.view.version,
+    )
+    ctx.view.workers.add(row)
+    ctx.record("worker", name, "declare", "CREATE WORKER")
+    return worker_json(row)
+
+
+def drop_worker(ctx: PassContext, name: str, cascade: bool) -> Any:
+    """``DROP WORKER``: forget a worker whose agent is not serving; ``cascade`` also drops the
+    physical sources pinned to it."""
+    row = ctx.view.workers.get(name)
+    if row is None:
+        raise _not_found("worker", name)
+    if row.state in (AgentState.ALIVE, AgentState.SUSPECT):
+        raise RequestFailed(
+            ErrorCode.HAS_DEPENDENTS,
+            f"worker {name!r} is {row.state}: stop its agent (streamctl down, or SIGTERM to "
+            "streamctl agent) before dropping it",
+        )
+    placed = ctx.view.queries_on(name, [str(state) for state in queries_stage.S])
+    if placed:
+        raise RequestFailed(
+            ErrorCode.HAS_DEPENDENTS,
+            f"worker {name!r} is the last placement of query(ies) "
+            f"{', '.join(str(q.id) for q in placed)}; drop them first",
+        )
+    pinned = [s for s in ctx.view.physical_sources.all() if s.worker == name]
+    if pinned and not cascade:
+        raise RequestFailed(
+            ErrorCode.HAS_DEPENDENTS,
+            f"worker {name!r} has {len(pinned)} physical source(s) pinned to it; drop them "
+            "first or ask for CASCADE",
+        )
+    for source in pinned:
+        ctx.view.physical_sources.remove(source.id)
+        ctx.record("physical_source", source.id, "drop", f"CASCADE from worker {name!r}")
+    ctx.view.workers.remove(name)
+    ctx.record("worker", name, "drop", "DROP WORKER")
+    return {"workers": [name], "physical_sources": sorted(source.id for source in pinned)}
+
+
 # --- logical sources (stage 2) --------------------------------------------------------------
 
 
@@ -400,7 +460,7 @@ def not_yet_supported(_ctx: PassContext, request: m.Request) -> Any:
     raise RequestFailed(
         ErrorCode.NOT_SUPPORTED,
         f"{request.kind} is not supported yet: statements and reoptimization arrive with the "
-        "frontends and operations work",
+        "operations work",
     )
 
 
@@ -431,7 +491,9 @@ REQUEST_HANDLERS: dict[str, RequestHandler] = {
     m.StopQuery.kind: queries_stage.stop_query,
     m.ExplainQuery.kind: queries_stage.explain_query,
     m.Reoptimize.kind: not_yet_supported,
-    m.ExecuteStatement.kind: not_yet_supported,
+    m.ExecuteStatement.kind: lambda ctx, request: statements.execute_statement(
+        ctx, request, REQUEST_HANDLERS, declare_worker, drop_worker
+    ),
 }
 
 EVENT_HANDLERS: dict[str, EventHandler] = {

@@ -112,12 +112,17 @@ class _ViewCatalog:
         return SinkInfo(row.name, [m.ColumnSpec(**c) for c in row.schema], row.type, row.config)
 
 
-def bind(ctx: PassContext, statement: str, *, allow_missing_sink: bool = False) -> BoundQuery:
-    """Parse and bind ``statement``; refuse what the coordinator cannot run."""
-    if not isinstance(statement, str) or not statement.strip():
+def bind(
+    ctx: PassContext, statement: str | ast.QueryStatement, *, allow_missing_sink: bool = False
+) -> BoundQuery:
+    """Parse (unless given parsed) and bind ``statement``; refuse what the coordinator cannot
+    run."""
+    if isinstance(statement, str) and not statement.strip():
         raise RequestFailed(ErrorCode.INVALID_REQUEST, "the query statement is empty")
+    if not isinstance(statement, str | ast.QueryStatement):
+        raise RequestFailed(ErrorCode.INVALID_REQUEST, "the query statement must be text")
     try:
-        query = parse_query(statement)
+        query = parse_query(statement) if isinstance(statement, str) else statement
         inline = _first(query, ast.InlineSource)
         if inline is not None:
             raise PlannerError(
@@ -173,18 +178,28 @@ def _first(node: object, kind: type[N]) -> N | None:
 
 
 def create_query(ctx: PassContext, request: m.CreateQuery) -> Any:
-    bound = bind(ctx, request.statement)
+    return create(ctx, request.statement, request.sink)
+
+
+def create(
+    ctx: PassContext,
+    text: str,
+    sink: str | None = None,
+    parsed: ast.QueryStatement | None = None,
+) -> Any:
+    """Create (and try to start) the query ``text``; ``parsed`` is its syntax tree when the
+    caller parsed it as part of a longer script (its positions point into the script)."""
+    bound = bind(ctx, text if parsed is None else parsed)
     assert bound.sink_name is not None
-    if request.sink is not None and request.sink.casefold() != bound.sink_name.casefold():
+    if sink is not None and sink.casefold() != bound.sink_name.casefold():
         raise RequestFailed(
             ErrorCode.INVALID_REQUEST,
-            f"the statement writes INTO {bound.sink_name!r} but the request names sink "
-            f"{request.sink!r}",
+            f"the statement writes INTO {bound.sink_name!r} but the request names sink {sink!r}",
         )
     view = ctx.view
     row = QueryRow(
         id=view.next_id("query"),
-        statement=request.statement,
+        statement=text,
         sink=bound.sink_name,
         desired_state=S.RUNNING,
         current_state=S.CREATED,
@@ -259,7 +274,12 @@ def list_queries(ctx: PassContext, _request: m.ListQueries) -> Any:
 
 
 def explain_query(ctx: PassContext, request: m.ExplainQuery) -> Any:
-    bound = bind(ctx, request.statement, allow_missing_sink=True)
+    return explain(ctx, request.statement)
+
+
+def explain(ctx: PassContext, statement: str | ast.QueryStatement) -> Any:
+    """The bound plan, output schema and placement of a query, without creating it."""
+    bound = bind(ctx, statement, allow_missing_sink=True)
     placement = place(_agent_slots(ctx), _pinned_agents(ctx, bound.logical_sources))
     return {
         "plan": bound.plan.explain(),

@@ -5,9 +5,11 @@ States
 ``ALIVE``        registered and heard from within ``suspect_after`` seconds.
 ``SUSPECT``      no heartbeat for ``suspect_after`` seconds; still owns its queries.
 ``DEAD``         no heartbeat for ``dead_after`` seconds; its queries are re-placed (issue 3).
-``UNREGISTERED`` the agent said goodbye; kept so pinned physical sources keep their worker.
+``UNREGISTERED`` the agent said goodbye (kept so pinned physical sources keep their worker), or
+                 it was declared (``CREATE WORKER``) and its agent has not registered yet.
 
-Transitions happen on messages (``RegisterWorker``, ``Heartbeat``, ``UnregisterWorker``) and on
+Transitions happen on messages (``RegisterWorker``, ``Heartbeat``, ``UnregisterWorker``, the
+statement ``CREATE WORKER``) and on
 the heartbeat age the coordinator evaluates when its liveness timer fires. A transition not in
 :data:`TRANSITIONS` raises :class:`IllegalTransition`; nothing is silently overwritten.
 """
@@ -26,6 +28,7 @@ class AgentState(StrEnum):
 
 
 class AgentTrigger(StrEnum):
+    DECLARE = "declare"
     REGISTER = "register"
     HEARTBEAT = "heartbeat"
     MISSED_HEARTBEATS = "missed_heartbeats"
@@ -34,6 +37,7 @@ class AgentTrigger(StrEnum):
 
 
 TRANSITIONS: dict[tuple[AgentState | None, AgentTrigger], AgentState] = {
+    (None, AgentTrigger.DECLARE): AgentState.UNREGISTERED,
     (None, AgentTrigger.REGISTER): AgentState.ALIVE,
     (AgentState.ALIVE, AgentTrigger.REGISTER): AgentState.ALIVE,
     (AgentState.SUSPECT, AgentTrigger.REGISTER): AgentState.ALIVE,

@@ -93,15 +93,17 @@ def parse_query(text: str) -> ast.QueryStatement:
     if not isinstance(statement, ast.QueryStatement):
         raise PlannerError(
             INVALID_STATEMENT,
-            f"expected a query (SELECT ... INTO sink), got {_statement_kind(statement)}",
+            f"expected a query (SELECT ... INTO sink), got {statement_kind(statement)}",
             statement.line,
             statement.column,
         )
     return statement
 
 
-def _statement_kind(statement: ast.Statement) -> str:
+def statement_kind(statement: ast.Statement) -> str:
+    """What a statement is, as users write it: ``CREATE SINK``, ``SELECT``, ``SHOW``..."""
     return {
+        ast.QueryStatement: "SELECT",
         ast.ExplainStatement: "EXPLAIN",
         ast.CreateLogicalSource: "CREATE LOGICAL SOURCE",
         ast.CreatePhysicalSource: "CREATE PHYSICAL SOURCE",

@@ -1,0 +1,274 @@
+"""``ExecuteStatement``: NebulaStream statements, parsed and run by the coordinator in a pass.
+
+Protocol
+--------
+A frontend (``streamctl sql``, the REPL, the systest runner) sends the statement text as it
+is; it never parses or binds. The pass parses the whole text (:mod:`streamctl.planner.parser`),
+then runs the statements in order, each through the handler of the typed request a client
+could have sent instead (``CREATE SINK`` is ``CreateSink``, ``SELECT ... INTO`` is
+``CreateQuery``, ``DROP QUERY 7`` is ``DropQuery(7)``), so a statement and its request never
+disagree. Later statements see what earlier ones did.
+
+The answer is ``{"statements": [...]}``, one entry per statement in order::
+
+    {"statement": "CREATE SINK", "line": 3, "column": 1, "result": <the request's result>}
+
+``SHOW`` answers ``{"rows": [...], "format": "TEXT" | "JSON"}`` as its result (the frontend
+renders it); ``SHOW ... WHERE attr = value`` and ``DROP ... WHERE attr = value`` filter by one
+attribute of the listed rows (names compare case-insensitively).
+
+Guarantees
+----------
+* A text that does not parse changes nothing; its error points at line and column.
+* The first statement that fails stops the request: the answer is that statement's error
+  (code and message, pointing into the whole text) and says how many statements before it
+  were applied. Those stay applied, as in a SQL script run with ``ON_ERROR_STOP``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from streamctl.activities import queries as queries_stage
+from streamctl.activities.context import PassContext, RequestFailed
+from streamctl.planner import ast
+from streamctl.planner.errors import INVALID_STATEMENT, PlannerError
+from streamctl.planner.parser import parse_statements, statement_kind
+from streamctl.workflows import messages as m
+from streamctl.workflows.messages import ErrorCode
+
+RequestHandler = Callable[[PassContext, Any], Any]
+
+SHOW_LISTINGS: dict[str, m.Request] = {
+    "QUERIES": m.ListQueries(),
+    "LOGICAL SOURCES": m.ListLogicalSources(),
+    "PHYSICAL SOURCES": m.ListPhysicalSources(),
+    "SINKS": m.ListSinks(),
+    "WORKERS": m.ListWorkers(),
+}
+"""The listing request behind each ``SHOW`` subject (and behind ``DROP ... WHERE``)."""
+
+ATTRIBUTE_ALIASES = {"STATE": {"QUERIES": "current_state", "WORKERS": "state"}}
+"""Short attribute names users write (``SHOW QUERIES WHERE state = 'RUNNING'``)."""
+
+DROP_SUBJECTS = {
+    "QUERY": ("QUERIES", "id"),
+    "LOGICAL SOURCE": ("LOGICAL SOURCES", "name"),
+    "PHYSICAL SOURCE": ("PHYSICAL SOURCES", "id"),
+    "SINK": ("SINKS", "name"),
+    "WORKER": ("WORKERS", "name"),
+}
+"""What a ``DROP`` subject lists to find its matches, and the key each match is dropped by."""
+
+CAPACITY_KEYS = ("CAPACITY", "WORKER.CAPACITY", "SLOTS", "WORKER.SLOTS")
+DEFAULT_DECLARED_CAPACITY = 4
+
+
+def execute_statement(
+    ctx: PassContext,
+    request: m.ExecuteStatement,
+    handlers: Mapping[str, RequestHandler],
+    declare_worker: Callable[[PassContext, str, int], Any],
+    drop_worker: Callable[[PassContext, str, bool], Any],
+) -> Any:
+    text = request.text
+    if not isinstance(text, str) or not text.strip():
+        raise RequestFailed(ErrorCode.INVALID_REQUEST, "the statement text is empty")
+    try:
+        statements = parse_statements(text)
+    except PlannerError as error:
+        raise RequestFailed(error.code, error.message) from None
+    if not statements:
+        raise RequestFailed(ErrorCode.INVALID_REQUEST, "the text holds no statement")
+    runner = _Runner(ctx, handlers, declare_worker, drop_worker)
+    answers: list[dict[str, Any]] = []
+    for number, (statement, statement_text) in enumerate(
+        zip(statements, _texts(text, statements), strict=True), start=1
+    ):
+        try:
+            result = runner.run(statement, statement_text)
+        except RequestFailed as error:
+            if len(statements) == 1:
+                raise
+            applied = (
+                "none before it was applied"
+                if number == 1
+                else f"statements 1-{number - 1} before it were applied and stay"
+            )
+            raise RequestFailed(
+                error.code,
+                f"statement {number} of {len(statements)} failed ({applied}): {error.message}",
+            ) from None
+        answers.append(
+            {
+                "statement": _kind(statement),
+                "line": statement.line,
+                "column": statement.column,
+                "result": result,
+            }
+        )
+    return {"statements": answers}
+
+
+class _Runner:
+    def __init__(
+        self,
+        ctx: PassContext,
+        handlers: Mapping[str, RequestHandler],
+        declare_worker: Callable[[PassContext, str, int], Any],
+        drop_worker: Callable[[PassContext, str, bool], Any],
+    ) -> None:
+        self.ctx = ctx
+        self.handlers = handlers
+        self.declare_worker = declare_worker
+        self.drop_worker = drop_worker
+
+    def ask(self, request: m.Request) -> Any:
+        return self.handlers[request.kind](self.ctx, request)
+
+    def run(self, statement: ast.Statement, text: str) -> Any:
+        if isinstance(statement, ast.QueryStatement):
+            return queries_stage.create(self.ctx, text, parsed=statement)
+        if isinstance(statement, ast.ExplainStatement):
+            return queries_stage.explain(self.ctx, statement.statement)
+        if isinstance(statement, ast.CreateLogicalSource):
+            return self.ask(m.CreateLogicalSource(statement.name, _columns(statement.columns)))
+        if isinstance(statement, ast.CreatePhysicalSource):
+            config = ast.options_to_config(statement.options)
+            worker = _pop_worker(config)
+            logical = self._logical_source_name(statement.logical_source)
+            return self.ask(m.CreatePhysicalSource(logical, statement.source_type, config, worker))
+        if isinstance(statement, ast.CreateSink):
+            return self.ask(
+                m.CreateSink(
+                    statement.name,
+                    _columns(statement.columns),
+                    statement.sink_type,
+                    ast.options_to_config(statement.options),
+                )
+            )
+        if isinstance(statement, ast.CreateWorker):
+            return self.declare_worker(self.ctx, statement.name, _capacity(statement))
+        if isinstance(statement, ast.ShowStatement):
+            return {"rows": self.show(statement), "format": statement.format}
+        return self.drop(statement)
+
+    # --- SHOW and DROP --------------------------------------------------------------------
+
+    def show(self, statement: ast.ShowStatement) -> list[dict[str, Any]]:
+        listing = SHOW_LISTINGS[statement.subject]
+        if statement.for_logical_source is not None:
+            logical = self._logical_source_name(statement.for_logical_source)
+            listing = m.ListPhysicalSources(logical_source=logical)
+        rows: list[dict[str, Any]] = self.ask(listing)
+        if statement.filter is None:
+            return rows
+        return _matching(rows, statement.subject, statement.filter)
+
+    def drop(self, statement: ast.DropStatement) -> Any:
+        subject, key = DROP_SUBJECTS[statement.subject]
+        matches = _matching(self.ask(SHOW_LISTINGS[subject]), subject, statement.filter)
+        if not matches:
+            value = statement.filter.value.python_value()
+            raise RequestFailed(
+                ErrorCode.NOT_FOUND,
+                f"line {statement.line}, column {statement.column}: no "
+                f"{statement.subject.lower()} has {statement.filter.attribute.lower()} = "
+                f"{value!r}",
+            )
+        dropped: dict[str, list[Any]] = {}
+        for row in matches:
+            result = self._drop_one(statement.subject, row[key], statement.cascade)
+            for entity, keys in result.items():
+                dropped.setdefault(entity, []).extend(keys)
+        return {entity: sorted(set(keys)) for entity, keys in dropped.items()}
+
+    def _drop_one(self, subject: str, key: Any, cascade: bool) -> dict[str, list[Any]]:
+        if subject == "QUERY":
+            return dict(self.ask(m.DropQuery(key)))
+        if subject == "LOGICAL SOURCE":
+            return dict(self.ask(m.DropLogicalSource(key, cascade)))
+        if subject == "PHYSICAL SOURCE":
+            return dict(self.ask(m.DropPhysicalSource(key, cascade)))
+        if subject == "SINK":
+            return dict(self.ask(m.DropSink(key, cascade)))
+        return dict(self.drop_worker(self.ctx, key, cascade))
+
+    def _logical_source_name(self, name: str) -> str:
+        """The catalog's spelling of a logical source a statement names in any case."""
+        row = self.ctx.view.find_logical_source(name)
+        return name if row is None else row.name
+
+
+def _kind(statement: ast.Statement) -> str:
+    if isinstance(statement, ast.ShowStatement | ast.DropStatement):
+        return f"{statement_kind(statement)} {statement.subject}"
+    return statement_kind(statement)
+
+
+def _texts(text: str, statements: list[ast.Statement]) -> list[str]:
+    """Each statement's own text: from its start to the next one's, without the ``;``."""
+    line_starts = [0]
+    for index, char in enumerate(text):
+        if char == "\n":
+            line_starts.append(index + 1)
+    starts = [line_starts[s.line - 1] + s.column - 1 for s in statements]
+    ends = [*starts[1:], len(text)]
+    pieces = (text[start:end] for start, end in zip(starts, ends, strict=True))
+    return [piece.strip().rstrip(";").rstrip() for piece in pieces]
+
+
+def _columns(columns: tuple[ast.ColumnDef, ...]) -> tuple[m.ColumnSpec, ...]:
+    return tuple(m.ColumnSpec(c.catalog_name, c.type, c.nullable) for c in columns)
+
+
+def _pop_worker(config: dict[str, Any]) -> str | None:
+    """``'w1' AS WORKER`` (or ``SOURCE.WORKER``) pins a physical source to a worker."""
+    for key in list(config):
+        if key.upper() in ("WORKER", "SOURCE.WORKER", "WORKER_ID", "SOURCE.WORKER_ID"):
+            value = config.pop(key)
+            return None if value is None else str(value)
+    return None
+
+
+def _capacity(statement: ast.CreateWorker) -> int:
+    config = ast.options_to_config(statement.options)
+    for key, value in config.items():
+        if key.upper() in CAPACITY_KEYS:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise RequestFailed(
+                    INVALID_STATEMENT,
+                    f"line {statement.line}, column {statement.column}: worker capacity must "
+                    f"be a whole number >= 0, got {value!r}",
+                )
+            return value
+        raise RequestFailed(
+            INVALID_STATEMENT,
+            f"line {statement.line}, column {statement.column}: unknown worker option "
+            f"{key!r}; CREATE WORKER takes CAPACITY",
+        )
+    return DEFAULT_DECLARED_CAPACITY
+
+
+def _matching(rows: list[dict[str, Any]], subject: str, where: ast.Filter) -> list[dict[str, Any]]:
+    attribute = ATTRIBUTE_ALIASES.get(where.attribute, {}).get(subject, where.attribute.lower())
+    if rows and attribute not in rows[0]:
+        known = ", ".join(sorted(k for k, v in rows[0].items() if not isinstance(v, dict | list)))
+        raise RequestFailed(
+            INVALID_STATEMENT,
+            f"line {where.line}, column {where.column}: {subject.lower()} have no attribute "
+            f"{where.attribute.lower()!r}; filter by one of {known}",
+        )
+    wanted = where.value.python_value()
+    return [row for row in rows if _same(row.get(attribute), wanted)]
+
+
+def _same(actual: Any, wanted: Any) -> bool:
+    if isinstance(actual, str) and isinstance(wanted, str):
+        return actual.casefold() == wanted.casefold()
+    if isinstance(actual, bool) or isinstance(wanted, bool):
+        return actual is wanted
+    if isinstance(actual, int | float) and isinstance(wanted, str):
+        return str(actual) == wanted.strip()
+    return bool(actual == wanted)
