@@ -4,6 +4,7 @@ queue, and unregisters when it is stopped."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -17,8 +18,9 @@ from conftest import wait_until
 from temporalio import workflow
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
-from test_spark_actions import assignment
+from test_spark_actions import ORDERS, assignment
 
+from streamctl.planner.connectors.options import normalize_source_options
 from streamctl.planner.connectors.sinks import read_file_sink
 from streamctl.planner.connectors.specs import SinkSpec
 from streamctl.worker.supervisor import agent_command
@@ -26,6 +28,7 @@ from streamctl.workflows import messages as m
 from streamctl.workflows.actions import (
     QueryAssignment,
     QueryReport,
+    SourceAssignment,
     StopAssignment,
     agent_task_queue,
     query_name,
@@ -33,6 +36,14 @@ from streamctl.workflows.actions import (
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
+GENERATOR = normalize_source_options(
+    "GENERATOR",
+    {
+        "generator_schema": "SEQUENCE UINT64 0 19 1, SEQUENCE INT64 0 95 5, SEQUENCE UINT64 0 19 1",
+        "stop_when": "NONE",  # unbounded: rows come from a Python UDF over Spark's rate source
+        "rate_config": "emit_rate 100",
+    },
+)
 BIG = [
     {"name": "id", "type": "UINT64", "nullable": False},
     {"name": "amount", "type": "INT64", "nullable": False},
@@ -88,6 +99,7 @@ def spawn_agent(
         agent_command(address, name, root / "checkpoints", master, 3, workflow_id),
         stdout=log,
         stderr=subprocess.STDOUT,
+        cwd=root,  # not the repository: Spark's Python workers must find streamctl installed
         env={**os.environ, "STREAMCTL_STATE_DIR": str(root / "state"), **(env or {})},
     )
 
@@ -151,11 +163,33 @@ async def test_agent_registers_heartbeats_runs_actions_and_unregisters(
             assert stopped["status"] == "STOPPED"
             assert await call("list_queries", name) == []
 
+            # A generator source evaluates a Python UDF in Spark's Python workers.
+            generated_dir = tmp_path / "generated"
+            generated = dataclasses.replace(
+                assignment(22, 1, source_dir, generated_dir),
+                sources={"orders": [SourceAssignment(2, "GENERATOR", GENERATOR, ORDERS)]},
+            )
+            assert (await call("start_query", generated))["status"] == "RUNNING"
+            sink = SinkSpec("big", "FILE", {"file_path": str(generated_dir)}, BIG)
+
+            def generated_rows() -> list[tuple[Any, ...]]:
+                return sorted(read_file_sink(None, sink, query_name(22)))
+
+            expected = {(i, 5 * i) for i in range(3, 19)}
+            await wait_until(lambda: expected <= set(generated_rows()), timeout=90)
+            assert all(amount == 5 * i and amount > 10 for i, amount in generated_rows())
+
         agent.send_signal(signal.SIGTERM)
         assert agent.wait(timeout=60) == 0
         await wait_until(
             lambda: _state_is(worker_row, "UNREGISTERED"), timeout=30
         )  # said goodbye on the way out
+
+        # The same agent started again registers again (its new process's events count).
+        agent = spawn_agent(coordinator.address, coordinator.workflow_id, name, tmp_path)
+        await wait_until(lambda: _state_is(worker_row, "ALIVE"), timeout=120)
+        agent.send_signal(signal.SIGTERM)
+        assert agent.wait(timeout=60) == 0
     finally:
         if agent.poll() is None:
             agent.kill()

@@ -33,6 +33,8 @@ app = typer.Typer(
 )
 bench_app = typer.Typer(help="Benchmarks that print their figures.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
+query_app = typer.Typer(help="Start, stop, drop or show one query by id.", no_args_is_help=True)
+app.add_typer(query_app, name="query")
 console = Console()
 
 EXIT_UNREACHABLE = 3
@@ -181,6 +183,70 @@ def status(
     ):
         table.add_row(key, str(result.get(key)))
     console.print(table)
+
+
+def _reachable(address: str, workflow_id: str, as_json: bool) -> None:
+    """Exit with :data:`EXIT_UNREACHABLE` unless the coordinator answers at ``address``."""
+    if _status(address, workflow_id) is None:
+        if as_json:
+            print(json.dumps({"ok": False, "error_code": "UNREACHABLE", "address": address}))
+        else:
+            Console(stderr=True).print(
+                f"[red]no coordinator answers at {address}[/] (start one with: streamctl up -d)"
+            )
+        raise typer.Exit(EXIT_UNREACHABLE)
+
+
+@app.command()
+def sql(
+    text: str | None = typer.Argument(None, help="Statements, separated by ';'."),
+    file: str | None = typer.Option(None, "--file", "-f", help="Read statements from a file."),
+    as_json: bool = typer.Option(False, "--json", help="The coordinator's answer as JSON."),
+    address: str | None = typer.Option(None, help="Temporal address."),
+    state_dir: Path | None = typer.Option(None),
+    workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID),
+) -> None:
+    """Run NebulaStream statements (CREATE, SELECT ... INTO, SHOW, DROP, EXPLAIN) in order."""
+    from streamctl.client.frontend import read_sql_file, run_sql
+
+    if (text is None) == (file is None):
+        Console(stderr=True).print("give the statements as an argument or with -f FILE, not both")
+        raise typer.Exit(2)
+    try:
+        statements = text if text is not None else read_sql_file(str(file))
+    except OSError as error:
+        Console(stderr=True).print(f"[red]cannot read {file}: {error.strerror}")
+        raise typer.Exit(2) from None
+    target = _address(address, state_dir)
+    _reachable(target, workflow_id, as_json)
+    raise typer.Exit(run_sql(target, workflow_id, statements, as_json, console))
+
+
+def _query_command(action: str) -> Any:
+    def command(
+        query_id: int = typer.Argument(..., metavar="ID", help="The query's id."),
+        as_json: bool = typer.Option(False, "--json"),
+        address: str | None = typer.Option(None, help="Temporal address."),
+        state_dir: Path | None = typer.Option(None),
+        workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID),
+    ) -> None:
+        from streamctl.client.frontend import run_query_action
+
+        target = _address(address, state_dir)
+        _reachable(target, workflow_id, as_json)
+        raise typer.Exit(run_query_action(target, workflow_id, action, query_id, as_json, console))
+
+    command.__doc__ = {
+        "start": "Start a stopped, finished or failed query again.",
+        "stop": "Stop a query (it keeps its checkpoint and can start again).",
+        "drop": "Stop a query if it runs and remove it from the catalog.",
+        "show": "Show a query: state, agent, statistics, error.",
+    }[action]
+    return command
+
+
+for _action in ("start", "stop", "drop", "show"):
+    query_app.command(_action)(_query_command(_action))
 
 
 @app.command()

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from temporalio.worker import Worker
 
-from streamctl.client.client import CoordinatorClient
+from streamctl.client.client import CoordinatorClient, new_id
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import agent_task_queue
 from streamctl.workflows.coordinator import COORDINATOR_WORKFLOW_ID
@@ -85,8 +85,10 @@ async def run_agent(
     work_root = work_dir / name
     session = await asyncio.to_thread(agent_spark_session, name, master, work_root)
     temporal = await connect(address, namespace)
+    # One sender per process: the coordinator drops event batches whose sequence number it has
+    # seen from the sender, and a restarted agent counts from 1 again.
     coordinator = await CoordinatorClient(
-        address, namespace=namespace, workflow_id=workflow_id, sender=f"agent-{name}"
+        address, namespace=namespace, workflow_id=workflow_id, sender=f"agent-{name}-{new_id()}"
     ).connect()
     queries = SparkQueries(session, name, checkpoint_dir, work_root, coordinator.try_send)
     activities = SparkActivities(queries)

@@ -1,9 +1,10 @@
 """The SparkSession every process of streamctl builds (agents, tests, benchmarks).
 
 Spark starts Python workers for Python UDFs and ``foreachBatch`` helpers with the interpreter
-named by ``spark.pyspark.python``, which defaults to whatever ``python3`` is first on PATH. That
-interpreter usually lacks this environment's packages, so the first UDF fails with an import
-error. The session here pins it to the running interpreter.
+PySpark's driver names: ``PYSPARK_PYTHON`` from the environment, else whatever ``python3`` is
+first on PATH (PySpark ignores ``spark.pyspark.python`` for this). That interpreter usually
+lacks this environment's packages, so the first UDF fails with ``No module named 'streamctl'``.
+The session here pins both to the running interpreter unless the user set ``PYSPARK_PYTHON``.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ def build_spark_session(
     require_java()
     from pyspark.sql import SparkSession
 
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
     settings = {**BASE_CONFIG, "spark.sql.warehouse.dir": str(warehouse), **(config or {})}
     for key, value in settings.items():

@@ -1,0 +1,99 @@
+"""Answers rendered for people: tables of catalog rows and one line per statement.
+
+Used by ``streamctl sql``, ``streamctl query`` and the REPL. Scripts use ``--json`` instead and
+get the coordinator's answer unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "QUERIES": ("id", "current_state", "desired_state", "worker", "sink", "statement", "error"),
+    "LOGICAL SOURCES": ("name", "schema"),
+    "PHYSICAL SOURCES": ("id", "logical_source", "type", "worker", "config"),
+    "SINKS": ("name", "type", "schema", "config"),
+    "WORKERS": ("name", "state", "capacity", "load", "heartbeats", "task_queue"),
+}
+"""The columns people see per ``SHOW`` subject (``--json`` and ``FORMAT JSON`` show all)."""
+
+STATEMENT_WIDTH = 60
+
+
+def cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list) and value and all(_is_column(v) for v in value):  # a schema
+        return ", ".join(f"{c['name']} {c['type']}" for c in value)
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"), default=str)
+    return str(value)
+
+
+def _is_column(value: Any) -> bool:
+    return isinstance(value, dict) and "name" in value and "type" in value
+
+
+def rows_table(title: str, rows: list[dict[str, Any]], columns: tuple[str, ...]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column.replace("_", " "))
+    for row in rows:
+        values = [cell(row.get(column)) for column in columns]
+        table.add_row(*(_shorten(v) for v in values))
+    return table
+
+
+def record_table(title: str, record: dict[str, Any]) -> Table:
+    """One row shown vertically: a field and its value per line."""
+    table = Table(title=title, title_justify="left", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    for key, value in record.items():
+        table.add_row(key.replace("_", " "), cell(value))
+    return table
+
+
+def _shorten(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= STATEMENT_WIDTH else text[: STATEMENT_WIDTH - 1] + "…"
+
+
+def query_line(query: dict[str, Any]) -> str:
+    where = f" on {query['worker']}" if query.get("worker") else ""
+    line = f"query {query['id']} {query['current_state']}{where}"
+    if query.get("error"):
+        line += f" ({query['error']})"
+    return line
+
+
+def render_statement(console: Console, answer: dict[str, Any]) -> None:
+    """One statement's answer: a table for ``SHOW``, a line for everything else."""
+    kind: str = answer["statement"]
+    result = answer["result"]
+    if kind.startswith("SHOW "):
+        subject = kind.removeprefix("SHOW ")
+        if result.get("format") == "JSON":
+            console.print_json(json.dumps(result["rows"], default=str))
+        else:
+            console.print(rows_table(subject.lower(), result["rows"], COLUMNS[subject]))
+        return
+    if kind == "SELECT":
+        console.print(f"[green]✓[/] {query_line(result)}")
+    elif kind == "EXPLAIN":
+        console.print(result["plan"])
+        output = ", ".join(f"{c['name']} {c['type']}" for c in result["output"])
+        console.print(f"output: {output}")
+        console.print(f"placement: {result['placement'] or 'no alive agent with free capacity'}")
+    elif kind.startswith("DROP "):
+        dropped = "; ".join(
+            f"{entity} {', '.join(map(str, keys))}" for entity, keys in result.items() if keys
+        )
+        console.print(f"[green]✓[/] dropped {dropped}")
+    else:
+        name = result.get("name", result.get("id"))
+        console.print(f"[green]✓[/] {kind} {name}")
