@@ -1,11 +1,14 @@
-"""``streamctl up --detach`` / ``status`` / ``down`` as a user runs them: the embedded stack
-with one Spark agent comes up, the agent registers, and ``down`` leaves no process behind."""
+"""``streamctl up --detach`` / ``status`` / ``sql`` / ``query`` / ``down`` as a user runs them:
+the embedded stack with one Spark agent comes up, the agent registers, statements create a
+query that runs on it, exit codes tell scripts what happened, and ``down`` leaves no process
+behind."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,6 +25,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 def streamctl(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "streamctl.client.cli", *args],
+        cwd=tempfile.gettempdir(),  # outside the repository, as a user runs it
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -64,6 +68,7 @@ def test_up_with_an_agent_then_down_leaves_nothing_running(tmp_path: Path):
             assert [(w["name"], w["state"], w["task_queue"]) for w in workers] == [
                 ("local_1", "ALIVE", "agent.local_1")
             ]
+        statements_and_queries(info.address, tmp_path)
     finally:
         down = streamctl("down", "--state-dir", str(state))
     assert down.returncode == 0, down.stdout + down.stderr
@@ -71,3 +76,62 @@ def test_up_with_an_agent_then_down_leaves_nothing_running(tmp_path: Path):
     while any(pid_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not [pid for pid in pids if pid_alive(pid)]
+
+
+SCRIPT = """
+CREATE LOGICAL SOURCE ticks(id UINT64 NOT NULL, v UINT64 NOT NULL);
+CREATE PHYSICAL SOURCE FOR ticks TYPE Generator SET(
+    'SEQUENCE UINT64 0 1000000 1, SEQUENCE UINT64 0 1000000 3' AS `SOURCE`.GENERATOR_SCHEMA,
+    'NONE' AS `SOURCE`.STOP_GENERATOR_WHEN_SEQUENCE_FINISHES,
+    'emit_rate 10' AS `SOURCE`.GENERATOR_RATE_CONFIG);
+CREATE SINK discard(id UINT64 NOT NULL, v UINT64 NOT NULL) TYPE Void;
+SELECT id, v FROM ticks WHERE v > id INTO discard;
+"""
+
+
+def statements_and_queries(address: str, tmp_path: Path) -> None:
+    """``sql`` and ``query`` against the running stack, from a directory that is not the
+    repository (the agent's Spark workers must find streamctl installed)."""
+    script = tmp_path / "setup.sql"
+    script.write_text(SCRIPT)
+    created = streamctl("sql", "-f", str(script), "--json", "--address", address)
+    assert created.returncode == 0, created.stdout + created.stderr
+    answers = json.loads(created.stdout)["statements"]
+    assert [a["statement"] for a in answers][-1] == "SELECT"
+    query_id = answers[-1]["result"]["id"]
+
+    def query() -> dict[str, object]:
+        shown = streamctl("query", "show", str(query_id), "--json", "--address", address)
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        return dict(json.loads(shown.stdout))
+
+    deadline = time.monotonic() + 120
+    while query()["current_state"] != "RUNNING" and time.monotonic() < deadline:
+        time.sleep(1)
+    # Its rows come from a Python UDF: a few batches later it still runs, never restarted.
+    time.sleep(5)
+    running = query()
+    assert (running["current_state"], running["restarts"]) == ("RUNNING", 0), running
+
+    people = streamctl("sql", "SHOW QUERIES", "--address", address)
+    assert people.returncode == 0 and "RUNNING" in people.stdout, people.stdout
+
+    bad = streamctl("sql", "SELECT nothing FROM ticks INTO discard", "--address", address)
+    assert bad.returncode == 1
+    assert "UNKNOWN_COLUMN" in bad.stderr and "line 1, column 8" in bad.stderr, bad.stderr
+    missing = streamctl("query", "stop", "999", "--address", address)
+    assert (missing.returncode, "NOT_FOUND" in missing.stderr) == (1, True), missing.stderr
+
+    stopped = streamctl("query", "stop", str(query_id), "--address", address)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    deadline = time.monotonic() + 60
+    while query()["current_state"] != "STOPPED" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert query()["current_state"] == "STOPPED"
+    dropped = streamctl("query", "drop", str(query_id), "--json", "--address", address)
+    assert dropped.returncode == 0 and json.loads(dropped.stdout) == {"queries": [query_id]}
+
+    nobody = streamctl("sql", "SHOW SINKS", "--address", f"127.0.0.1:{free_port()}")
+    assert nobody.returncode == 3 and "no coordinator answers" in nobody.stderr
+    usage = streamctl("sql", "--address", address)
+    assert usage.returncode == 2
