@@ -222,6 +222,53 @@ def sql(
     raise typer.Exit(run_sql(target, workflow_id, statements, as_json, console))
 
 
+@app.command()
+def systest(
+    paths: list[Path] = typer.Argument(..., help="NebulaStream .test files or folders of them."),
+    jobs: int = typer.Option(2, "--jobs", "-j", min=1, help="Queries of a file run at once."),
+    groups: list[str] = typer.Option([], "--groups", help="Only files in these groups."),
+    as_json: bool = typer.Option(False, "--json", help="Every query's outcome as JSON."),
+    address: str | None = typer.Option(None, help="Temporal address (default: the stack)."),
+    state_dir: Path | None = typer.Option(None),
+    workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID),
+) -> None:
+    """Run NebulaStream system tests through the coordinator on Spark; exit 1 if any failed."""
+    from streamctl.client.systest_cli import run_systest_command
+
+    missing = [str(path) for path in paths if not path.exists()]
+    if missing:
+        Console(stderr=True).print(f"[red]no such file or folder: {', '.join(missing)}")
+        raise typer.Exit(2)
+    directory = _state_dir(state_dir)
+    target = _address(address, directory)
+    started_here = False
+    if address is None and _status(target, workflow_id) is None:
+        up(
+            detach=True,
+            state_dir=directory,
+            catalog=None,
+            port=7233,
+            ui_port=8233,
+            batch_size=config.batch_size(),
+            timeout=config.batch_timeout(),
+            coordinators=1,
+            agents=1,
+        )
+        started_here = True
+        target = _address(None, directory)
+    _reachable(target, workflow_id, as_json)
+    try:
+        code = run_systest_command(
+            target, workflow_id, paths, jobs, set(groups), as_json, directory, console
+        )
+    finally:
+        if started_here:
+            from streamctl.worker.supervisor import stop_stack
+
+            stop_stack(directory)
+    raise typer.Exit(code)
+
+
 def _query_command(action: str) -> Any:
     def command(
         query_id: int = typer.Argument(..., metavar="ID", help="The query's id."),

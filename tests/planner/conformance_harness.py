@@ -18,7 +18,6 @@ Run as a script for the per-folder summary::
 from __future__ import annotations
 
 import itertools
-import math
 import re
 import shutil
 import sys
@@ -41,6 +40,7 @@ from planner.systest_files import (
     read_systest,
     suite_files,
 )
+from streamctl.client.systest_compare import compare_rows, split_expected_row
 from streamctl.planner import ast
 from streamctl.planner.binder import BoundQuery, MemoryCatalog, SinkInfo, bind_query
 from streamctl.planner.errors import NOT_SUPPORTED, PlannerError
@@ -291,9 +291,9 @@ class Harness:
                 return outcome("failed", f"differential query failed: {_first_line(error)}")
             expected = [[_text(v, t) for v, t in zip(row, types, strict=False)] for row in other]
         else:
-            expected = [_split(row, len(types)) for row in query.expected_rows or []]
+            expected = [split_expected_row(row, len(types)) for row in query.expected_rows or []]
         actual = [[_text(v, t) for v, t in zip(row, types, strict=False)] for row in rows]
-        problem = _compare(expected, actual, types)
+        problem = compare_rows(expected, actual, types)
         return outcome("failed", problem) if problem else outcome("passed")
 
 
@@ -324,53 +324,6 @@ def _text(value: Any, type_name: str) -> str | None:
     if isinstance(value, Decimal):
         return str(int(value))
     return str(value)
-
-
-def _split(row: str, width: int) -> list[str | None]:
-    for parts in (row.split(","), row.split()):
-        if len(parts) == width:
-            return [None if p.strip() == "NULL" else p for p in parts]
-    return [row]
-
-
-def _matches(expected: str | None, actual: str | None, type_name: str) -> bool:
-    if expected is None or actual is None:
-        return expected is None and actual is None
-    if type_name in ("FLOAT32", "FLOAT64") or re.fullmatch(r"U?INT\d+", type_name):
-        try:
-            a, b = float(expected.strip()), float(actual.strip())
-        except ValueError:
-            return expected.strip() == actual.strip()
-        if math.isnan(a) or math.isnan(b):
-            return math.isnan(a) and math.isnan(b)
-        return math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6)
-    if type_name == "BOOLEAN":
-        return expected.strip().lower() == actual.strip().lower()
-    return expected == actual
-
-
-def _compare(
-    expected: list[list[str | None]], actual: list[list[str | None]], types: list[str]
-) -> str:
-    remaining = list(actual)
-    missing = []
-    for row in expected:
-        for index, candidate in enumerate(remaining):
-            if len(candidate) == len(row) and all(
-                _matches(e, a, t) for e, a, t in zip(row, candidate, types, strict=False)
-            ):
-                del remaining[index]
-                break
-        else:
-            missing.append(row)
-    if not missing and not remaining:
-        return ""
-    more_missing = "..." if len(missing) > 5 else ""
-    more_unexpected = "..." if len(remaining) > 5 else ""
-    return (
-        f"{len(expected)} expected rows, {len(actual)} actual; missing {missing[:5]}{more_missing}"
-        f"; unexpected {remaining[:5]}{more_unexpected}"
-    )
 
 
 def make_session(warehouse: Path) -> Any:

@@ -1,0 +1,386 @@
+"""``streamctl systest``: NebulaStream system-test files run through the coordinator on Spark.
+
+Protocol
+--------
+The runner is a frontend: it reads ``.test`` files (:mod:`streamctl.client.systest_files`) and
+sends their statements as ``ExecuteStatement`` requests, as a user would type them. Only the
+test file's own constructs are its business:
+
+* ``ATTACH INLINE`` rows are written to a CSV file and ``ATTACH FILE`` names a file of the
+  suite's ``testdata/``; either path is added to the ``CREATE PHYSICAL SOURCE`` statement as
+  ``'<path>' AS `SOURCE`.FILE_PATH``.
+* ``File`` and ``Checksum`` sinks without a path get one in the run's work directory, so the
+  runner can read what each query wrote (``<path>/q<id>``).
+* Each query is created with ``SELECT ... INTO``; the runner waits until the coordinator
+  reports it ``FINISHED`` (bounded input processed, every window emitted) or ``FAILED``, reads
+  the sink and compares the rows with the expectation as a multiset
+  (:mod:`streamctl.client.systest_compare`), or compares the error number with ``ERROR n``, or
+  runs the ``====`` differential query and compares both results. Then it drops the query.
+* At the end of a file it drops the file's sinks and logical sources (``CASCADE``), so the next
+  file starts from an empty catalog.
+
+Every query ends ``passed``, ``failed`` (with the difference or the error) or ``unsupported``
+(with a reason: a planner ``NOT_SUPPORTED`` answer, or a source the runner cannot provide).
+Files run one after the other; up to ``jobs`` queries of a file run at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from streamctl.client.client import CoordinatorClient
+from streamctl.client.systest_compare import Row, compare_rows, split_expected_row
+from streamctl.client.systest_files import Query, Statement, SystestFile, read_systest
+from streamctl.planner.errors import NES_ERROR_NUMBERS, NOT_SUPPORTED
+from streamctl.workflows import messages as m
+from streamctl.workflows.actions import query_name
+
+QUERY_TIMEOUT_S = 180.0
+POLL_S = 0.2
+RUNTIME_ERRORS_FROM = 3000
+"""NebulaStream error numbers from here on are raised while a query runs, not when it binds."""
+
+_PHYSICAL_SOURCE = re.compile(r"^\s*CREATE\s+PHYSICAL\s+SOURCE\b", re.IGNORECASE)
+_SINK = re.compile(r"^\s*CREATE\s+SINK\b", re.IGNORECASE)
+_SET_CLAUSE = re.compile(r"\bSET\s*\(", re.IGNORECASE)
+_FILE_PATH = re.compile(r"FILE_PATH", re.IGNORECASE)
+_TYPE = re.compile(r"\bTYPE\s+([A-Za-z_]+)", re.IGNORECASE)
+_UNAVAILABLE_SOURCES = {
+    "TCP": "TCP source: the suite's TCP data server is not part of the runner",
+}
+_READABLE_SINKS = ("FILE", "CHECKSUM")
+
+
+@dataclass
+class Outcome:
+    file: str
+    line: int
+    index: int
+    status: str  # passed | failed | unsupported
+    detail: str = ""
+    seconds: float = 0.0
+
+    @property
+    def folder(self) -> str:
+        return self.file.rsplit("/", 1)[0] if "/" in self.file else "."
+
+
+@dataclass
+class Summary:
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(1 for outcome in self.outcomes if outcome.status == status)
+
+    def by_folder(self) -> dict[str, Counter[str]]:
+        folders: dict[str, Counter[str]] = {}
+        for outcome in self.outcomes:
+            folders.setdefault(outcome.folder, Counter())[outcome.status] += 1
+        return dict(sorted(folders.items()))
+
+    def line(self) -> str:
+        return (
+            f"{self.count('passed')} passed, {self.count('failed')} failed, "
+            f"{self.count('unsupported')} unsupported"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "passed": self.count("passed"),
+            "failed": self.count("failed"),
+            "unsupported": self.count("unsupported"),
+            "folders": {
+                folder: {status: counts[status] for status in ("passed", "failed", "unsupported")}
+                for folder, counts in self.by_folder().items()
+            },
+            "queries": [asdict(outcome) for outcome in self.outcomes],
+        }
+
+
+def find_files(paths: list[Path]) -> list[tuple[Path, Path]]:
+    """Every ``.test`` file under ``paths``, each with its suite root (the nearest folder up
+    that holds ``testdata/``, else the given path's parent)."""
+    found: list[tuple[Path, Path]] = []
+    for given in paths:
+        given = given.resolve()
+        files = sorted(given.rglob("*.test")) if given.is_dir() else [given]
+        root = _suite_root(given)
+        found.extend((file, root) for file in files)
+    return found
+
+
+def _suite_root(path: Path) -> Path:
+    for candidate in [path, *path.parents]:
+        if (candidate / "testdata").is_dir():
+            return candidate
+    return path if path.is_dir() else path.parent
+
+
+@dataclass
+class _Sink:
+    name: str
+    type: str
+    config: dict[str, Any]
+    schema: list[dict[str, Any]]
+
+
+@dataclass
+class _FileRun:
+    """What one file's statements created, for reading results and cleaning up."""
+
+    systest: SystestFile
+    work_dir: Path
+    testdata: Path
+    sinks: dict[str, _Sink] = field(default_factory=dict)
+    logical_sources: list[str] = field(default_factory=list)
+    unavailable: str | None = None
+    setup_errors: list[str] = field(default_factory=list)
+
+
+class SystestRunner:
+    def __init__(
+        self,
+        client: CoordinatorClient,
+        work_root: Path,
+        jobs: int = 2,
+        report: Callable[[Outcome], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.work_root = work_root
+        self.jobs = max(1, jobs)
+        self.report = report or (lambda _outcome: None)
+
+    async def run(self, files: list[tuple[Path, Path]], groups: set[str] | None = None) -> Summary:
+        summary = Summary()
+        for path, root in files:
+            systest = read_systest(path, root)
+            wanted = {g.casefold() for g in groups or set()}
+            if wanted and not wanted & {g.casefold() for g in systest.groups}:
+                continue
+            summary.outcomes.extend(await self.run_file(systest, root))
+        return summary
+
+    async def run_file(self, systest: SystestFile, root: Path) -> list[Outcome]:
+        slug = re.sub(r"[^A-Za-z0-9_.-]", "_", systest.name)
+        run = _FileRun(systest, self.work_root / slug, root / "testdata")
+        run.work_dir.mkdir(parents=True, exist_ok=True)
+        slots = asyncio.Semaphore(self.jobs)
+        tasks: list[asyncio.Task[Outcome]] = []
+        try:
+            for block in systest.blocks:
+                if isinstance(block, Statement):
+                    await self._statement(run, block)
+                    continue
+                tasks.append(asyncio.create_task(self._bounded(slots, run, block)))
+            return list(await asyncio.gather(*tasks))
+        finally:
+            for task in tasks:
+                task.cancel()
+            await self._clean_up(run)
+
+    async def _bounded(self, slots: asyncio.Semaphore, run: _FileRun, query: Query) -> Outcome:
+        async with slots:
+            started = time.monotonic()
+            outcome = await self._query(run, query)
+            outcome.seconds = round(time.monotonic() - started, 2)
+            self.report(outcome)
+            return outcome
+
+    # --- statements -----------------------------------------------------------------------
+
+    async def _statement(self, run: _FileRun, block: Statement) -> None:
+        text = block.text
+        if _PHYSICAL_SOURCE.match(text):
+            source_type = _statement_type(text)
+            if source_type in _UNAVAILABLE_SOURCES:
+                run.unavailable = _UNAVAILABLE_SOURCES[source_type]
+            path = self._attachment(run, block)
+            if path is not None:
+                text = with_option(text, f"'{path}' AS `SOURCE`.FILE_PATH")
+        elif (
+            _SINK.match(text)
+            and _statement_type(text) in _READABLE_SINKS
+            and not _FILE_PATH.search(text)
+        ):
+            sink_dir = run.work_dir / f"sink-line-{block.line}"
+            text = with_option(text, f"'{sink_dir}' AS `SINK`.FILE_PATH")
+        response = await self.client.ask_response(m.ExecuteStatement(text))
+        if not response.ok:
+            run.setup_errors.append(
+                f"line {block.line}: {response.error_code}: {response.error_message}"
+            )
+            return
+        for answer in response.result["statements"]:
+            result = answer["result"]
+            if answer["statement"] == "CREATE LOGICAL SOURCE":
+                run.logical_sources.append(result["name"])
+            elif answer["statement"] == "CREATE SINK":
+                run.sinks[result["name"].casefold()] = _Sink(
+                    result["name"], result["type"], result["config"], result["schema"]
+                )
+
+    def _attachment(self, run: _FileRun, block: Statement) -> Path | None:
+        if block.inline_rows is not None:
+            path = run.work_dir / f"source-line-{block.line}.csv"
+            path.write_text("".join(row + "\n" for row in block.inline_rows))
+            return path
+        if block.attached_file is not None:
+            return (run.testdata / block.attached_file).resolve()
+        return None
+
+    async def _clean_up(self, run: _FileRun) -> None:
+        for sink in run.sinks.values():
+            await self.client.ask_response(m.DropSink(sink.name, cascade=True))
+        for name in run.logical_sources:
+            await self.client.ask_response(m.DropLogicalSource(name, cascade=True))
+
+    # --- queries --------------------------------------------------------------------------
+
+    async def _query(self, run: _FileRun, query: Query) -> Outcome:
+        def outcome(status: str, detail: str = "") -> Outcome:
+            return Outcome(run.systest.name, query.line, query.index, status, detail)
+
+        if run.unavailable is not None:
+            return outcome("unsupported", run.unavailable)
+        try:
+            result = await self._execute(run, query.text)
+        except _Refused as refused:
+            return self._refused(outcome, query, refused, run)
+        except _Unreadable as reason:
+            return outcome("unsupported", str(reason))
+        except _Failed as failure:
+            if query.expected_error is not None and query.expected_error >= RUNTIME_ERRORS_FROM:
+                return outcome("passed")
+            return outcome("failed", str(failure))
+        if query.expected_error is not None:
+            return outcome("failed", f"expected error {query.expected_error}, got rows")
+        rows, types = result
+        if query.differential is not None:
+            try:
+                other, _ = await self._execute(run, query.differential)
+            except (_Refused, _Failed, _Unreadable) as error:
+                return outcome("failed", f"the differential query failed: {error}")
+            expected = other
+        else:
+            expected = [split_expected_row(row, len(types)) for row in query.expected_rows or []]
+        difference = compare_rows(expected, rows, types)
+        return outcome("failed", difference) if difference else outcome("passed")
+
+    def _refused(
+        self, outcome: Callable[..., Outcome], query: Query, refused: _Refused, run: _FileRun
+    ) -> Outcome:
+        if refused.code == NOT_SUPPORTED:
+            return outcome("unsupported", refused.message)
+        number = NES_ERROR_NUMBERS.get(refused.code)
+        if query.expected_error is not None:
+            if number == query.expected_error:
+                return outcome("passed")
+            return outcome(
+                "failed",
+                f"expected error {query.expected_error}, got {number} "
+                f"({refused.code}: {refused.message})",
+            )
+        detail = f"{refused.code}: {refused.message}"
+        if run.setup_errors:
+            detail += f" (after set-up errors: {'; '.join(run.setup_errors)})"
+        return outcome("failed", detail)
+
+    async def _execute(self, run: _FileRun, text: str) -> tuple[list[Row], list[str]]:
+        """Create the query, wait for its end, read its rows, drop it."""
+        response = await self.client.ask_response(m.ExecuteStatement(text))
+        if not response.ok:
+            raise _Refused(str(response.error_code), str(response.error_message))
+        created = response.result["statements"][-1]["result"]
+        query_id = created["id"]
+        try:
+            sink = run.sinks.get(str(created["sink"]).casefold())
+            if sink is None or sink.type not in _READABLE_SINKS:
+                kind = "an unknown" if sink is None else f"a {sink.type}"
+                raise _Unreadable(f"the query writes into {kind} sink, which cannot be read back")
+            state = await self._wait(query_id)
+            if state["current_state"] == "FAILED":
+                raise _Failed(f"the query failed: {_first_line(state['error'])}")
+            if state["current_state"] != "FINISHED":
+                raise _Failed(
+                    f"the query did not finish within {QUERY_TIMEOUT_S:.0f} s "
+                    f"(state {state['current_state']}: {state['error'] or 'no error'})"
+                )
+            return _read_sink(sink, query_id)
+        finally:
+            await self.client.ask_response(m.DropQuery(query_id))
+
+    async def _wait(self, query_id: int) -> dict[str, Any]:
+        deadline = time.monotonic() + QUERY_TIMEOUT_S
+        while True:
+            state: dict[str, Any] = await self.client.ask(m.GetQuery(query_id))
+            if state["current_state"] in ("FINISHED", "FAILED", "STOPPED"):
+                return state
+            if time.monotonic() > deadline:
+                return state
+            await asyncio.sleep(POLL_S)
+
+
+class _Refused(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class _Failed(Exception):
+    pass
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def _first_line(error: str | None) -> str:
+    lines = (error or "no error given").strip().splitlines()
+    return lines[0][:500] if lines else "no error given"
+
+
+def _statement_type(text: str) -> str:
+    found = _TYPE.search(text)
+    return found.group(1).upper() if found else ""
+
+
+def with_option(statement: str, option: str) -> str:
+    """The statement with one more ``value AS key`` option in its ``SET(...)`` clause."""
+    text = statement.rstrip().rstrip(";").rstrip()
+    found = _SET_CLAUSE.search(text)
+    if found is None:
+        return f"{text} SET({option})"
+    return f"{text[: found.end()]}{option}, {text[found.end() :]}"
+
+
+def _read_sink(sink: _Sink, query_id: int) -> tuple[list[Row], list[str]]:
+    from streamctl.planner.connectors.options import normalize_sink_options
+    from streamctl.planner.connectors.sinks import read_checksum, read_file_sink_lines
+    from streamctl.planner.connectors.specs import SinkSpec
+
+    types = [str(column["type"]) for column in sink.schema]
+    config = normalize_sink_options(sink.type, sink.config)
+    name = query_name(query_id)
+    if sink.type == "CHECKSUM":
+        checksum = read_checksum(Path(config["file_path"]) / name)
+        return [[str(checksum.tuples), str(checksum.checksum)]], ["UINT64", "UINT64"]
+    spec = SinkSpec(sink.name, sink.type, config, sink.schema)
+    lines = read_file_sink_lines(spec, name)
+    delimiter = str(config.get("field_delimiter") or ",")
+    rows = [_split_line(line, len(types), delimiter) for line in lines]
+    return rows, types
+
+
+def _split_line(line: str, width: int, delimiter: str) -> Row:
+    parts = line.split(delimiter)
+    if len(parts) != width:
+        return [line]
+    return [None if part == "NULL" else part for part in parts]
