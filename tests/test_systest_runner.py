@@ -1,0 +1,111 @@
+"""``streamctl systest`` as CI runs it: the NebulaStream suite's guide/ and operator/ folders
+through a real stack (dev server, coordinator, one Spark agent) must pass completely; and the
+runner's own pieces (statement options, file reading, summary) on their own."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from streamctl.client.systest import Outcome, Summary, with_option
+from streamctl.client.systest_files import read_systest
+from streamctl.worker.supervisor import read_stack
+from streamctl.worker.temporal_server import free_port
+
+SUITE = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "nes-systests"
+
+
+def streamctl(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "streamctl.client.cli", *args],
+        cwd=tempfile.gettempdir(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_guide_and_operator_pass_completely_through_the_coordinator(tmp_path: Path):
+    state = tmp_path / "state"
+    up = streamctl(
+        "up", "--detach", "--state-dir", str(state),
+        "--port", str(free_port()), "--ui-port", str(free_port()),
+    )  # fmt: skip
+    assert up.returncode == 0, up.stdout + up.stderr
+    info = read_stack(state)
+    assert info is not None
+    try:
+        result = streamctl(
+            "systest", str(SUITE / "guide"), str(SUITE / "operator"),
+            "--json", "-j", "2", "--address", info.address, "--state-dir", str(state),
+        )  # fmt: skip
+        report = json.loads(result.stdout)
+        problems = [q for q in report["queries"] if q["status"] != "passed"]
+        assert problems == [], json.dumps(problems, indent=1)[:4000]
+        assert result.returncode == 0
+        assert (report["passed"], report["failed"], report["unsupported"]) == (121, 0, 0)
+        assert set(report["folders"]) == {
+            "guide",
+            "operator/map",
+            "operator/projection",
+            "operator/selection",
+            "operator/union",
+        }
+    finally:
+        streamctl("down", "--state-dir", str(state), timeout=120)
+
+
+def test_an_option_joins_the_set_clause_or_starts_one():
+    option = "'/d/a.csv' AS `SOURCE`.FILE_PATH"
+    assert with_option("CREATE PHYSICAL SOURCE FOR s TYPE File;", option) == (
+        "CREATE PHYSICAL SOURCE FOR s TYPE File SET('/d/a.csv' AS `SOURCE`.FILE_PATH)"
+    )
+    assert with_option("CREATE PHYSICAL SOURCE FOR s TYPE File SET('|' AS X) ;", option) == (
+        "CREATE PHYSICAL SOURCE FOR s TYPE File SET('/d/a.csv' AS `SOURCE`.FILE_PATH, '|' AS X)"
+    )
+
+
+def test_a_file_reads_into_statements_queries_and_groups(tmp_path: Path):
+    (tmp_path / "testdata").mkdir()
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    path = folder / "one.test"
+    path.write_text(
+        "# name: mine/one.test\n# groups: [Window, Join]\n\n"
+        "CREATE LOGICAL SOURCE s(a INT32);\nCREATE PHYSICAL SOURCE FOR s TYPE File;\n"
+        "ATTACH INLINE\n1\n2\n\nCREATE SINK o(a INT32) TYPE File;\n\n"
+        "SELECT a FROM s INTO o;\n----\n1\n2\n\nSELECT b FROM s INTO o;\n----\nERROR 2003\n"
+    )
+    systest = read_systest(path, tmp_path)
+    assert (systest.name, systest.folder, systest.groups) == (
+        "mine/one.test",
+        "mine",
+        ("Window", "Join"),
+    )
+    [first, second] = systest.queries
+    assert (first.expected_rows, second.expected_error) == (["1", "2"], 2003)
+    statements = [b for b in systest.blocks if b not in systest.queries]
+    assert statements[1].inline_rows == ["1", "2"]  # type: ignore[union-attr]
+
+
+def test_the_summary_ends_with_passed_and_failed_counts():
+    summary = Summary(
+        [
+            Outcome("guide/a.test", 3, 1, "passed"),
+            Outcome("guide/a.test", 9, 2, "failed", "1 expected rows, 0 actual"),
+            Outcome("sources/b.test", 4, 1, "unsupported", "TCP source"),
+        ]
+    )
+    assert summary.line() == "1 passed, 1 failed, 1 unsupported"
+    assert summary.as_json()["folders"] == {
+        "guide": {"passed": 1, "failed": 1, "unsupported": 0},
+        "sources": {"passed": 0, "failed": 0, "unsupported": 1},
+    }
