@@ -69,6 +69,7 @@ def test_up_with_an_agent_then_down_leaves_nothing_running(tmp_path: Path):
                 ("local_1", "ALIVE", "agent.local_1")
             ]
         statements_and_queries(info.address, tmp_path)
+        apply_a_query_file(info.address, tmp_path)
     finally:
         down = streamctl("down", "--state-dir", str(state))
     assert down.returncode == 0, down.stdout + down.stderr
@@ -135,3 +136,66 @@ def statements_and_queries(address: str, tmp_path: Path) -> None:
     assert nobody.returncode == 3 and "no coordinator answers" in nobody.stderr
     usage = streamctl("sql", "--address", address)
     assert usage.returncode == 2
+
+
+QUERY_FILE = """
+query: |
+  SELECT id, v FROM beats WHERE v > id INTO dropped
+logical:
+  - name: beats
+    schema: [{name: id, type: UINT64, nullable: false}, {name: v, type: UINT64, nullable: false}]
+physical:
+  - logical: beats
+    type: Generator
+    config:
+      generator_schema: SEQUENCE UINT64 0 1000000 1, SEQUENCE UINT64 0 1000000 3
+      stop_when: NONE
+      rate_config: emit_rate 10
+sink:
+  name: dropped
+  type: Void
+  schema: [{name: id, type: UINT64, nullable: false}, {name: v, type: UINT64, nullable: false}]
+"""
+
+
+def apply_a_query_file(address: str, tmp_path: Path) -> None:
+    """``apply -f`` registers and starts the file's query; ``stop`` and ``unregister`` take it
+    back; a malformed file is refused naming the field."""
+    path = tmp_path / "query.yaml"
+    path.write_text(QUERY_FILE)
+
+    def apply(verb: str) -> dict[str, object]:
+        done = streamctl("apply", verb, "-f", str(path), "--json", "--address", address)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return dict(json.loads(done.stdout))
+
+    def state(query_id: object) -> str:
+        shown = streamctl("query", "show", str(query_id), "--json", "--address", address)
+        return str(json.loads(shown.stdout)["current_state"])
+
+    query = apply("register")["query"]
+    assert isinstance(query, dict)
+    deadline = time.monotonic() + 120
+    while state(query["id"]) != "RUNNING" and time.monotonic() < deadline:
+        time.sleep(1)
+    assert state(query["id"]) == "RUNNING"
+    again = apply("start")["query"]  # the same query: nothing new is created
+    assert isinstance(again, dict) and again["id"] == query["id"]
+
+    apply("stop")
+    deadline = time.monotonic() + 60
+    while state(query["id"]) != "STOPPED" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert state(query["id"]) == "STOPPED"
+    gone = apply("unregister")
+    assert (gone["query"], gone["kept"]) == (query["id"], [])
+    listed = streamctl("sql", "SHOW SINKS; SHOW LOGICAL SOURCES", "--json", "--address", address)
+    names = [
+        r["name"] for s in json.loads(listed.stdout)["statements"] for r in s["result"]["rows"]
+    ]
+    assert "dropped" not in names and "beats" not in names
+
+    path.write_text(QUERY_FILE.replace("    type: Generator\n", ""))
+    malformed = streamctl("apply", "register", "-f", str(path), "--address", address)
+    assert malformed.returncode == 2
+    assert "physical[0].type" in malformed.stderr, malformed.stderr

@@ -14,10 +14,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from streamctl import config
@@ -267,6 +268,48 @@ def systest(
 
             stop_stack(directory)
     raise typer.Exit(code)
+
+
+@app.command()
+def apply(
+    verb: str = typer.Argument("register", help="register, start, stop or unregister."),
+    file: Path = typer.Option(..., "--file", "-f", help="The query.yaml file."),
+    as_json: bool = typer.Option(False, "--json"),
+    address: str | None = typer.Option(None, help="Temporal address."),
+    state_dir: Path | None = typer.Option(None),
+    workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID),
+) -> None:
+    """Register, start, stop or unregister the query of a YAML file with its sources and sinks."""
+    from streamctl.client.apply import Applier, ApplyFileError, Verb, read_query_file
+    from streamctl.client.client import CoordinatorClient
+    from streamctl.client.errors import CoordinatorError
+
+    errors = Console(stderr=True)
+    if verb not in ("register", "start", "stop", "unregister"):
+        errors.print(f"unknown verb {verb!r}; use register, start, stop or unregister")
+        raise typer.Exit(2)
+    try:
+        spec = read_query_file(file)
+    except ApplyFileError as error:
+        if as_json:
+            print(json.dumps({"ok": False, "error_code": "INVALID_FILE", "error": str(error)}))
+        else:
+            errors.print(f"[red]INVALID_FILE[/]: {escape(str(error))}")
+        raise typer.Exit(2) from None
+    target = _address(address, state_dir)
+    _reachable(target, workflow_id, as_json)
+    log = (lambda _line: None) if as_json else (lambda line: console.print(f"[green]✓[/] {line}"))
+    with CoordinatorClient(target, workflow_id=workflow_id) as client:
+        try:
+            result = Applier(client, spec, log).run(cast(Verb, verb))
+        except CoordinatorError as error:
+            if as_json:
+                print(json.dumps({"ok": False, "error_code": error.code, "error": error.message}))
+            else:
+                errors.print(f"[red]{error.code}[/]: {escape(error.message)}")
+            raise typer.Exit(1) from None
+    if as_json:
+        print(json.dumps({"ok": True, **result}, default=str))
 
 
 def _query_command(action: str) -> Any:
