@@ -271,6 +271,27 @@ def systest(
 
 
 @app.command()
+def repl(
+    address: str | None = typer.Option(None, help="Temporal address."),
+    state_dir: Path | None = typer.Option(None),
+    workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID),
+) -> None:
+    """An interactive session: statements end with ';', history, Tab completion, tables."""
+    from streamctl.client.client import CoordinatorClient
+    from streamctl.client.frontend import run_sql
+    from streamctl.client.repl import run_repl
+
+    directory = _state_dir(state_dir)
+    target = _address(address, directory)
+    _reachable(target, workflow_id, False)
+    if not sys.stdin.isatty():  # piped input: one script, as `sql -f -`
+        raise typer.Exit(run_sql(target, workflow_id, sys.stdin.read(), False, console))
+    with CoordinatorClient(target, workflow_id=workflow_id) as client:
+        code = run_repl(client, console, directory / "repl_history")
+    raise typer.Exit(code)
+
+
+@app.command()
 def apply(
     verb: str = typer.Argument("register", help="register, start, stop or unregister."),
     file: Path = typer.Option(..., "--file", "-f", help="The query.yaml file."),
@@ -294,7 +315,7 @@ def apply(
         if as_json:
             print(json.dumps({"ok": False, "error_code": "INVALID_FILE", "error": str(error)}))
         else:
-            errors.print(f"[red]INVALID_FILE[/]: {escape(str(error))}")
+            errors.print(f"[red]INVALID_FILE[/]: {escape(str(error))}", highlight=False)
         raise typer.Exit(2) from None
     target = _address(address, state_dir)
     _reachable(target, workflow_id, as_json)
@@ -306,7 +327,7 @@ def apply(
             if as_json:
                 print(json.dumps({"ok": False, "error_code": error.code, "error": error.message}))
             else:
-                errors.print(f"[red]{error.code}[/]: {escape(error.message)}")
+                errors.print(f"[red]{error.code}[/]: {escape(error.message)}", highlight=False)
             raise typer.Exit(1) from None
     if as_json:
         print(json.dumps({"ok": True, **result}, default=str))

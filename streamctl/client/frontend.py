@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from streamctl.client.client import CoordinatorClient
 from streamctl.client.errors import CoordinatorError
@@ -45,7 +46,9 @@ def ask(
             if as_json:
                 print(json.dumps({"ok": False, "error_code": error.code, "error": error.message}))
             else:
-                Console(stderr=True).print(f"[red]{error.code}[/]: {error.message}")
+                Console(stderr=True).print(
+                    f"[red]{error.code}[/]: {escape(error.message)}", highlight=False
+                )
             return EXIT_REFUSED, None
 
 

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -83,17 +84,17 @@ def render_statement(console: Console, answer: dict[str, Any]) -> None:
             console.print(rows_table(subject.lower(), result["rows"], COLUMNS[subject]))
         return
     if kind == "SELECT":
-        console.print(f"[green]✓[/] {query_line(result)}")
+        console.print(f"[green]✓[/] {escape(query_line(result))}", highlight=False)
     elif kind == "EXPLAIN":
-        console.print(result["plan"])
+        console.print(escape(result["plan"]), highlight=False)
         output = ", ".join(f"{c['name']} {c['type']}" for c in result["output"])
-        console.print(f"output: {output}")
-        console.print(f"placement: {result['placement'] or 'no alive agent with free capacity'}")
+        placement = result["placement"] or "no alive agent with free capacity"
+        console.print(escape(f"output: {output}\nplacement: {placement}"), highlight=False)
     elif kind.startswith("DROP "):
         dropped = "; ".join(
             f"{entity} {', '.join(map(str, keys))}" for entity, keys in result.items() if keys
         )
-        console.print(f"[green]✓[/] dropped {dropped}")
+        console.print(f"[green]✓[/] dropped {escape(dropped)}", highlight=False)
     else:
         name = result.get("name", result.get("id"))
-        console.print(f"[green]✓[/] {kind} {name}")
+        console.print(f"[green]✓[/] {kind} {escape(str(name))}", highlight=False)
