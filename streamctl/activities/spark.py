@@ -9,7 +9,11 @@ a ``StreamingQueryListener`` that turns Spark's callbacks into ``QueryStatusChan
 Guarantees:
 
 * At most one Spark query per query id: ``start`` and ``stop`` hold one lock, and ``start`` of
-  a query that is active reports it instead of starting it again.
+  a query that is active reports it instead of starting it again. An action that cannot get
+  the lock within :data:`LOCK_TIMEOUT_S` fails as ``AgentBusy`` (retryable) instead of waiting
+  forever behind a Spark call that hangs.
+* The agent's load (for heartbeats) is counted without the lock and without calling Spark, so
+  a hanging action never stops the heartbeats.
 * A query runs under the Spark name ``q<id>`` with its checkpoint at
   ``<checkpoint root>/query-<id>``, so whichever agent starts it next resumes from the last
   committed batch (the checkpoint root must be shared storage when agents run on different
@@ -23,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +55,9 @@ from streamctl.workflows.actions import (
 
 log = logging.getLogger(__name__)
 
+LOCK_TIMEOUT_S = 60.0
+"""How long an action waits for another start or stop of this agent to finish."""
+
 EventSink = Callable[[m.Event], None]
 """Where an agent's events go (the client's non-blocking ``try_send`` in the agent process)."""
 
@@ -59,6 +66,7 @@ EventSink = Callable[[m.Event], None]
 class _Started:
     query: StreamingQuery
     run: int
+    run_id: str  # Spark's run id, kept here so the listener needs no call into Spark
     stopping: bool = False
 
 
@@ -80,13 +88,27 @@ class SparkQueries:
         self._emit = emit
         self._lock = threading.RLock()
         self._started: dict[int, _Started] = {}
+        self._active: set[int] = set()  # query ids started here and not yet terminated
         self._listener = _Listener(self)
         session.streams.addListener(self._listener)
 
     # --- actions --------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _locked(self, action: str) -> Iterator[None]:
+        if not self._lock.acquire(timeout=LOCK_TIMEOUT_S):
+            raise ApplicationError(
+                f"agent {self.agent} is busy: another start or stop has held it for "
+                f"{LOCK_TIMEOUT_S:.0f} s; {action} will be retried",
+                type="AgentBusy",
+            )
+        try:
+            yield
+        finally:
+            self._lock.release()
+
     def start(self, assignment: QueryAssignment) -> QueryReport:
-        with self._lock:
+        with self._locked(f"starting query {assignment.query_id}"):
             current = self._started.get(assignment.query_id)
             if current is not None and current.query.isActive:
                 current.run = max(current.run, assignment.run)
@@ -108,11 +130,14 @@ class SparkQueries:
                     output_mode=translated.output_mode,
                     available_now=translated.available_now,
                 )
-            self._started[assignment.query_id] = _Started(spark_query, assignment.run)
+            self._started[assignment.query_id] = _Started(
+                spark_query, assignment.run, str(spark_query.runId)
+            )
+            self._active.add(assignment.query_id)
             return self._report(assignment.query_id, assignment.run, AgentStatus.RUNNING)
 
     def stop(self, assignment: StopAssignment) -> QueryReport:
-        with self._lock:
+        with self._locked(f"stopping query {assignment.query_id}"):
             current = self._started.get(assignment.query_id)
             if current is None or not current.query.isActive:
                 return self._report(assignment.query_id, assignment.run, AgentStatus.STOPPED)
@@ -122,10 +147,11 @@ class SparkQueries:
             current.stopping = True
             spark_query = current.query
         spark_query.stop()  # outside the lock: waits for the running batch's thread
+        self._active.discard(assignment.query_id)
         return self._report(assignment.query_id, assignment.run, AgentStatus.STOPPED)
 
     def list(self) -> list[QueryReport]:
-        with self._lock:
+        with self._locked("listing queries"):
             return [
                 self._report(query_id, started.run, AgentStatus.RUNNING)
                 for query_id, started in sorted(self._started.items())
@@ -136,8 +162,7 @@ class SparkQueries:
         self._build(assignment)
 
     def active_count(self) -> int:
-        with self._lock:
-            return sum(1 for started in self._started.values() if started.query.isActive)
+        return len(self._active)
 
     def checkpoint_dir(self, query_id: int) -> Path:
         return self.checkpoint_root / f"query-{query_id}"
@@ -207,11 +232,13 @@ class SparkQueries:
         query_id = self._query_id_of(name)
         if query_id is None:
             return
-        with self._lock:
-            started = self._started.get(query_id)
-            if started is None:
-                return
-            run, stopping = started.run, started.stopping
+        # Spark's listener thread never takes the lock: an action holding it may be waiting on
+        # Spark, and Spark on this callback.
+        self._active.discard(query_id)
+        started = self._started.get(query_id)
+        if started is None:
+            return
+        run, stopping = started.run, started.stopping
         if error:
             status = AgentStatus.CRASHED
         elif stopping:
@@ -227,10 +254,9 @@ class SparkQueries:
 
     def query_name_of_run(self, run_id: str) -> str | None:
         """Spark's termination event has ids but no name; find the query by its run id."""
-        with self._lock:
-            for query_id, started in self._started.items():
-                if str(started.query.runId) == run_id:
-                    return query_name(query_id)
+        for query_id, started in list(self._started.items()):
+            if started.run_id == run_id:
+                return query_name(query_id)
         return None
 
 

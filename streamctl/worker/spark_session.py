@@ -23,6 +23,9 @@ BASE_CONFIG: Mapping[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
     "spark.sql.session.timeZone": "UTC",
+    # A stop waits for the running batch at most this long (ms) instead of forever, so a stop
+    # action ends (failed, and retried) before its activity timeout.
+    "spark.sql.streaming.stopTimeout": "60000",
     "spark.pyspark.python": sys.executable,
     "spark.pyspark.driver.python": sys.executable,
 }
