@@ -1,5 +1,6 @@
-"""An agent action still under way when the coordinator continues as new is not lost: the next
-run runs it again, and the query it was for moves on.
+"""An agent action still under way when the coordinator continues as new (after waiting
+``action_drain_timeout`` for it) is not lost: the next run runs it again, and the query it was
+for moves on.
 
 The agent here is a stand-in worker on the agent's task queue (the coordinator's side of the
 protocol is under test; the Spark side has its own tests): its first ``start_query`` blocks
@@ -58,7 +59,9 @@ class StandInAgent:
 async def test_an_action_cut_short_by_continue_as_new_runs_again_in_the_next_run(
     temporal_client, start_coordinator, sqlite_url
 ):
-    coordinator = await start_coordinator(sqlite_url, CoordinatorConfig(passes_per_run=3))
+    coordinator = await start_coordinator(
+        sqlite_url, CoordinatorConfig(passes_per_run=3, action_drain_timeout=1.0)
+    )
     agent = StandInAgent(f"a_{uuid.uuid4().hex[:6]}")
     executor = ThreadPoolExecutor(max_workers=4)
     worker = Worker(

@@ -31,11 +31,16 @@ Guarantees
 * Nothing a client sends is interpreted here beyond an envelope's kind and id: bodies are
   decoded in the activity, so bad input can fail only its own request, never a workflow task.
 * Agent actions (start, stop, reconcile) run as activities beside the loop; each outcome comes
-  back as a ``QueryStatusChanged`` event into a later pass. An action is never lost: one still
-  under way at continue-as-new is carried to the next run and run again there (every action is
-  idempotent on the agent: a start of a query it runs reports it, a stop of one it does not
-  run reports ``STOPPED``, a stale stop is ignored).
-* Continue-as-new happens after ``passes_per_run`` passes or when Temporal suggests it: the run
+  back as a ``QueryStatusChanged`` event into a later pass. An action is never lost: before
+  continue-as-new the run waits up to ``action_drain_timeout`` for the actions under way (an
+  activity completing while the run closes would fail that workflow task), and carries the
+  ones still running to the next run, which runs them again (every action is idempotent on the
+  agent: a start of a query it runs reports it, a stop of one it does not run reports
+  ``STOPPED``, a stale stop is ignored).
+* Continue-as-new happens after ``passes_per_run`` passes, at ``max_history_events`` or when
+  Temporal suggests it. A small history matters: a signal that arrives while the closing
+  workflow task runs fails it (UnhandledCommand), and the retry replays the whole run, so a long
+  replay under a steady stream of heartbeats could fail again and again. The run
   refuses new updates, answers every accepted request, waits for its handlers and carries
   :class:`CoordinatorState` (version, pass number, pending events, sender marks, actions under
   way) to the next run. No request batch is pending at that point, so no raw payload needs
@@ -109,6 +114,8 @@ class CoordinatorConfig:
     max_pending: int = 20_000
     max_batch_bytes: int = 1_000_000
     passes_per_run: int = 1000
+    max_history_events: int = 2000
+    action_drain_timeout: float = 30.0
     suspect_after: float = 10.0
     dead_after: float = 30.0
     max_restarts: int = 5
@@ -279,6 +286,11 @@ class CoordinatorWorkflow:
                 await self._run_pass()
             if self.draining and not self.request_batches:
                 await workflow.wait_condition(workflow.all_handlers_finished)
+                with contextlib.suppress(TimeoutError):
+                    await workflow.wait_condition(
+                        lambda: not self.actions_under_way,
+                        timeout=self.state.config.action_drain_timeout,
+                    )
                 if not self.request_batches:
                     break
 
@@ -467,9 +479,11 @@ class CoordinatorWorkflow:
         return min(arrivals)
 
     def _continue_as_new_due(self) -> bool:
+        info = workflow.info()
         return (
             self.passes_this_run >= self.state.config.passes_per_run
-            or workflow.info().is_continue_as_new_suggested()
+            or info.get_current_history_length() >= self.state.config.max_history_events
+            or info.is_continue_as_new_suggested()
         )
 
     def _until_liveness_deadline(self) -> timedelta | None:
