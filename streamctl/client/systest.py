@@ -188,7 +188,11 @@ class SystestRunner:
     async def _bounded(self, slots: asyncio.Semaphore, run: _FileRun, query: Query) -> Outcome:
         async with slots:
             started = time.monotonic()
-            outcome = await self._query(run, query)
+            try:
+                outcome = await self._query(run, query)
+            except Exception as error:  # one query's surprise must not end the run
+                detail = f"the runner could not run it: {type(error).__name__}: {error}"
+                outcome = Outcome(run.systest.name, query.line, query.index, "failed", detail)
             outcome.seconds = round(time.monotonic() - started, 2)
             self.report(outcome)
             return outcome
@@ -297,7 +301,10 @@ class SystestRunner:
         response = await self.client.ask_response(m.ExecuteStatement(text))
         if not response.ok:
             raise _Refused(str(response.error_code), str(response.error_message))
-        created = response.result["statements"][-1]["result"]
+        answer = response.result["statements"][-1]
+        if answer["statement"] != "SELECT":
+            raise _Unreadable(f"{answer['statement']} is not a query with rows to compare")
+        created = answer["result"]
         query_id = created["id"]
         try:
             sink = run.sinks.get(str(created["sink"]).casefold())
