@@ -164,10 +164,11 @@ BAD_INPUT: list[tuple[Envelope, str, str]] = [
         "line 1, column 1",
     ),
     (
-        Envelope("", "ExecuteStatement", {"text": "SHOW QUERIES"}),
-        ErrorCode.NOT_SUPPORTED,
-        "not supported yet",
+        Envelope("", "ExecuteStatement", {"text": "SHOW SINKS;\nSHOW QUERIES WHERE colour = 'x'"}),
+        "INVALID_STATEMENT",
+        "line 2, column 20: queries have no attribute 'colour'",
     ),
+    (Envelope("", "Reoptimize", {}), ErrorCode.NOT_SUPPORTED, "not supported yet"),
 ]
 
 

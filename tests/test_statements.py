@@ -140,3 +140,17 @@ def test_a_declared_worker_is_dropped_with_its_pinned_sources_only_on_cascade(ca
     assert (
         serving["error_code"] == "HAS_DEPENDENTS" and "stop its agent" in serving["error_message"]
     )
+
+
+def test_every_scalar_attribute_of_a_listing_can_be_filtered(catalog_url):
+    from streamctl.activities.statements import FILTER_ATTRIBUTES, SHOW_LISTINGS
+
+    activities = CatalogActivities(catalog_url)
+    run_pass(activities, 1, [], events=(m.RegisterWorker("w1"),))
+    assert execute(activities, 2, SCRIPT)["ok"]
+    for pass_no, (subject, listing) in enumerate(SHOW_LISTINGS.items(), start=3):
+        [answer] = run_pass(activities, pass_no, [listing])
+        row = answer["result"][0]
+        mappings = {"statistics"}  # None until the query reports, then a mapping
+        scalar = {k for k, v in row.items() if not isinstance(v, dict | list)} - mappings
+        assert scalar == FILTER_ATTRIBUTES[subject], subject

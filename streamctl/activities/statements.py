@@ -49,6 +49,21 @@ SHOW_LISTINGS: dict[str, m.Request] = {
 }
 """The listing request behind each ``SHOW`` subject (and behind ``DROP ... WHERE``)."""
 
+FILTER_ATTRIBUTES: dict[str, frozenset[str]] = {
+    "QUERIES": frozenset(
+        {"id", "statement", "sink", "desired_state", "current_state", "worker", "error", "run",
+         "restarts", "retry_at", "statistics_at", "created_version"}
+    ),
+    "LOGICAL SOURCES": frozenset({"name", "created_version"}),
+    "PHYSICAL SOURCES": frozenset({"id", "logical_source", "type", "worker", "created_version"}),
+    "SINKS": frozenset({"name", "type", "created_version"}),
+    "WORKERS": frozenset(
+        {"name", "state", "capacity", "load", "task_queue", "address", "draining",
+         "last_heartbeat_at", "heartbeats", "created_version"}
+    ),
+}  # fmt: skip
+"""The scalar attributes of each listing's rows that ``WHERE attr = value`` may name."""
+
 ATTRIBUTE_ALIASES = {"STATE": {"QUERIES": "current_state", "WORKERS": "state"}}
 """Short attribute names users write (``SHOW QUERIES WHERE state = 'RUNNING'``)."""
 
@@ -253,8 +268,8 @@ def _capacity(statement: ast.CreateWorker) -> int:
 
 def _matching(rows: list[dict[str, Any]], subject: str, where: ast.Filter) -> list[dict[str, Any]]:
     attribute = ATTRIBUTE_ALIASES.get(where.attribute, {}).get(subject, where.attribute.lower())
-    if rows and attribute not in rows[0]:
-        known = ", ".join(sorted(k for k, v in rows[0].items() if not isinstance(v, dict | list)))
+    if attribute not in FILTER_ATTRIBUTES[subject]:
+        known = ", ".join(sorted(FILTER_ATTRIBUTES[subject]))
         raise RequestFailed(
             INVALID_STATEMENT,
             f"line {where.line}, column {where.column}: {subject.lower()} have no attribute "
