@@ -536,7 +536,20 @@ def bench_soak(
 
 
 def main() -> None:
-    app()
+    """Run the command, then leave without interpreter finalization: the Temporal client's
+    native threads can still hold grpc state then, and finalizing under them aborted the
+    process (``PyGILState_Release``) after the command had already done its work."""
+    import logging
+
+    code: int = 0
+    try:
+        app()
+    except SystemExit as leaving:
+        code = leaving.code if isinstance(leaving.code, int) else (0 if leaving.code is None else 1)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
