@@ -186,6 +186,21 @@ def status(
     console.print(table)
 
 
+def _start_default_stack(directory: Path) -> None:
+    """``up --detach`` with the defaults, for commands that bring their own stack."""
+    up(
+        detach=True,
+        state_dir=directory,
+        catalog=None,
+        port=7233,
+        ui_port=8233,
+        batch_size=config.batch_size(),
+        timeout=config.batch_timeout(),
+        coordinators=1,
+        agents=1,
+    )
+
+
 def _reachable(address: str, workflow_id: str, as_json: bool) -> None:
     """Exit with :data:`EXIT_UNREACHABLE` unless the coordinator answers at ``address``."""
     if _status(address, workflow_id) is None:
@@ -244,17 +259,7 @@ def systest(
     target = _address(address, directory)
     started_here = False
     if address is None and _status(target, workflow_id) is None:
-        up(
-            detach=True,
-            state_dir=directory,
-            catalog=None,
-            port=7233,
-            ui_port=8233,
-            batch_size=config.batch_size(),
-            timeout=config.batch_timeout(),
-            coordinators=1,
-            agents=1,
-        )
+        _start_default_stack(directory)
         started_here = True
         target = _address(None, directory)
     _reachable(target, workflow_id, as_json)
@@ -454,17 +459,7 @@ def demo(
     info = read_stack(directory)
     started_here = info is None or not pid_alive(info.supervisor_pid)
     if started_here:
-        up(
-            detach=True,
-            state_dir=directory,
-            catalog=None,
-            port=7233,
-            ui_port=8233,
-            batch_size=config.batch_size(),
-            timeout=config.batch_timeout(),
-            coordinators=1,
-            agents=1,
-        )
+        _start_default_stack(directory)
     try:
         run_demo(_address(None, directory), console, expect_agent=started_here)
     finally:
