@@ -6,6 +6,10 @@
 ``STREAMCTL_STATE_DIR``         where ``streamctl up`` keeps its files, default ``.state``
 ``STREAMCTL_BATCH_SIZE``        messages per pass (coordinator start), default 2000
 ``STREAMCTL_BATCH_TIMEOUT``     seconds to gather a batch (coordinator start), default 0.01
+``STREAMCTL_FILES_DIR``         where inline ``File(...)`` paths resolve and inline sinks write,
+                              default ``<state dir>/files``
+``STREAMCTL_FILE_ROOTS``        more directories inline sources and sinks may use
+                              (``os.pathsep``-separated), default none
 """
 
 from __future__ import annotations
@@ -39,3 +43,15 @@ def batch_size() -> int:
 
 def batch_timeout() -> float:
     return float(os.environ.get("STREAMCTL_BATCH_TIMEOUT", "0.01"))
+
+
+def files_dir() -> Path:
+    configured = os.environ.get("STREAMCTL_FILES_DIR")
+    return Path(configured).resolve() if configured else state_dir() / "files"
+
+
+def file_roots() -> tuple[Path, ...]:
+    """The directories inline sources may read and inline sinks may write: the files
+    directory first, then ``STREAMCTL_FILE_ROOTS``."""
+    extra = os.environ.get("STREAMCTL_FILE_ROOTS", "")
+    return (files_dir(), *(Path(p).resolve() for p in extra.split(os.pathsep) if p.strip()))

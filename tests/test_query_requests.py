@@ -50,7 +50,8 @@ REFUSED = [
         "SELECT id, amount FROM File('/etc/passwd' AS `SOURCE`.FILE_PATH, "
         "SCHEMA(id UINT64 NOT NULL, amount INT64 NOT NULL) AS `SOURCE`.`SCHEMA`) INTO big",
         "INVALID_STATEMENT",
-        "line 1, column 24: FROM FILE(...) reads data the catalog does not know",
+        "line 1, column 24: the inline FILE source's path '/etc/passwd' is outside the "
+        "directories that inline sources and sinks may use",
     ),
     ("SELECT id, amount FROM lonely INTO big", "INVALID_STATEMENT", "no physical source"),
     ("   ", "INVALID_REQUEST", "empty"),

@@ -8,27 +8,24 @@ stage, so a batch answers exactly as applying its messages one by one would.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
+from streamctl.activities import inline, statements
 from streamctl.activities import queries as queries_stage
-from streamctl.activities import statements
 from streamctl.activities.context import PassContext, RequestFailed
+from streamctl.activities.validate import checked_kind as _kind
+from streamctl.activities.validate import checked_name as _name
+from streamctl.activities.validate import checked_schema as _schema
+from streamctl.activities.validate import connector_options as _options
+from streamctl.activities.validate import not_found as _not_found
 from streamctl.catalog.rows import (
     LogicalSourceRow,
     PhysicalSourceRow,
     SinkRow,
     WorkerRow,
 )
-from streamctl.catalog.schema import (
-    SINK_TYPES,
-    SOURCE_TYPES,
-    InvalidName,
-    SchemaError,
-    check_identifier,
-    check_kind,
-    normalize_schema,
-)
+from streamctl.catalog.schema import SINK_TYPES, SOURCE_TYPES
 from streamctl.catalog.view import CatalogView
 from streamctl.lifecycle.agents import (
     AgentState,
@@ -36,11 +33,7 @@ from streamctl.lifecycle.agents import (
     can_transition,
     transition,
 )
-from streamctl.planner.connectors.options import (
-    ConnectorOptionError,
-    normalize_sink_options,
-    normalize_source_options,
-)
+from streamctl.planner.connectors.options import normalize_sink_options, normalize_source_options
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import AgentAction
 from streamctl.workflows.messages import ErrorCode
@@ -86,46 +79,6 @@ def sink_json(row: SinkRow) -> dict[str, Any]:
         "config": row.config,
         "created_version": row.created_version,
     }
-
-
-# --- helpers ---------------------------------------------------------------------------------
-
-
-def _name(value: str, what: str) -> str:
-    try:
-        return check_identifier(value, what)
-    except InvalidName as error:
-        raise RequestFailed(ErrorCode.INVALID_NAME, str(error)) from None
-
-
-def _schema(columns: tuple[m.ColumnSpec, ...]) -> list[dict[str, Any]]:
-    try:
-        return normalize_schema(columns)
-    except SchemaError as error:
-        raise RequestFailed(ErrorCode.INVALID_SCHEMA, str(error)) from None
-
-
-def _kind(value: str, allowed: frozenset[str], what: str) -> str:
-    try:
-        return check_kind(value, allowed, what)
-    except SchemaError as error:
-        raise RequestFailed(ErrorCode.INVALID_REQUEST, str(error)) from None
-
-
-def _options(
-    normalize: Callable[[str, Mapping[str, Any]], dict[str, Any]],
-    type_name: str,
-    raw: Mapping[str, Any],
-) -> dict[str, Any]:
-    """The connector options in canonical form (what agents build their connectors from)."""
-    try:
-        return normalize(type_name, raw if isinstance(raw, Mapping) else {})
-    except ConnectorOptionError as error:
-        raise RequestFailed(ErrorCode.INVALID_REQUEST, str(error)) from None
-
-
-def _not_found(what: str, key: object) -> RequestFailed:
-    return RequestFailed(ErrorCode.NOT_FOUND, f"{what} {key!r} does not exist")
 
 
 # --- workers (stage 1) -----------------------------------------------------------------------
@@ -318,6 +271,7 @@ def drop_logical_source(ctx: PassContext, request: m.DropLogicalSource) -> Any:
     row = ctx.view.logical_sources.get(request.name)
     if row is None:
         raise _not_found("logical source", request.name)
+    inline.refuse_drop(f"logical source {row.name!r}", row.name)
     physical = ctx.view.physical_sources_of(row.name)
     queries = ctx.view.queries_reading(row.name)
     if (physical or queries) and not request.cascade:
@@ -381,6 +335,7 @@ def drop_physical_source(ctx: PassContext, request: m.DropPhysicalSource) -> Any
     row = ctx.view.physical_sources.get(request.id)
     if row is None:
         raise _not_found("physical source", request.id)
+    inline.refuse_drop(f"physical source {row.id} (of {row.logical_source!r})", row.logical_source)
     ctx.view.physical_sources.remove(row.id)
     ctx.record("physical_source", row.id, "drop", "DropPhysicalSource")
     return {"physical_sources": [row.id]}
@@ -429,6 +384,7 @@ def drop_sink(ctx: PassContext, request: m.DropSink) -> Any:
     row = ctx.view.sinks.get(request.name)
     if row is None:
         raise _not_found("sink", request.name)
+    inline.refuse_drop(f"sink {row.name!r}", row.name)
     queries = ctx.view.queries_writing(row.name)
     if queries and not request.cascade:
         raise RequestFailed(

@@ -21,10 +21,9 @@ Protocol within a pass
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Any
 
+from streamctl.activities import inline
 from streamctl.activities.context import PassContext, RequestFailed
 from streamctl.catalog.rows import QueryRow
 from streamctl.lifecycle.queries import (
@@ -36,7 +35,7 @@ from streamctl.lifecycle.queries import (
 )
 from streamctl.planner import ast
 from streamctl.planner.binder import BoundQuery, LogicalSourceInfo, SinkInfo, bind_query
-from streamctl.planner.errors import INVALID_STATEMENT, NOT_SUPPORTED, PlannerError
+from streamctl.planner.errors import INVALID_STATEMENT, PlannerError
 from streamctl.planner.parser import parse_query
 from streamctl.planner.placement import AgentSlots, Placement, count_active, place
 from streamctl.workflows import messages as m
@@ -112,37 +111,28 @@ class _ViewCatalog:
         return SinkInfo(row.name, [m.ColumnSpec(**c) for c in row.schema], row.type, row.config)
 
 
-def bind(
-    ctx: PassContext, statement: str | ast.QueryStatement, *, allow_missing_sink: bool = False
-) -> BoundQuery:
-    """Parse (unless given parsed) and bind ``statement``; refuse what the coordinator cannot
-    run."""
-    if isinstance(statement, str) and not statement.strip():
-        raise RequestFailed(ErrorCode.INVALID_REQUEST, "the query statement is empty")
-    if not isinstance(statement, str | ast.QueryStatement):
+def parse(statement: str | ast.QueryStatement) -> ast.QueryStatement:
+    """The syntax tree of a query statement (given parsed, it is returned as it is)."""
+    if isinstance(statement, ast.QueryStatement):
+        return statement
+    if not isinstance(statement, str):
         raise RequestFailed(ErrorCode.INVALID_REQUEST, "the query statement must be text")
+    if not statement.strip():
+        raise RequestFailed(ErrorCode.INVALID_REQUEST, "the query statement is empty")
     try:
-        query = parse_query(statement) if isinstance(statement, str) else statement
-        inline = _first(query, ast.InlineSource)
-        if inline is not None:
-            raise PlannerError(
-                INVALID_STATEMENT,
-                f"FROM {inline.source_type}(...) reads data the catalog does not know; queries "
-                "read catalog sources only: create a logical source and a physical source for "
-                "the data, then read it by name",
-                inline.line,
-                inline.column,
-            )
-        inline_sink = _first(query, ast.InlineSink)
-        if inline_sink is not None:
-            raise PlannerError(
-                NOT_SUPPORTED,
-                f"INTO {inline_sink.sink_type}(...) is not supported yet; create a sink and "
-                "write INTO its name",
-                inline_sink.line,
-                inline_sink.column,
-            )
-        bound = bind_query(query, _ViewCatalog(ctx), allow_missing_sink=allow_missing_sink)
+        return parse_query(statement)
+    except PlannerError as error:
+        raise RequestFailed(error.code, error.message) from None
+
+
+def bind(
+    ctx: PassContext, statement: ast.QueryStatement, *, allow_missing_sink: bool = False
+) -> BoundQuery:
+    """Bind ``statement`` against the pass's catalog; refuse what the coordinator cannot run.
+    Inline sources and sinks stay inline (:func:`streamctl.activities.inline.materialize`
+    turns them into catalog objects)."""
+    try:
+        bound = bind_query(statement, _ViewCatalog(ctx), allow_missing_sink=allow_missing_sink)
     except PlannerError as error:
         raise RequestFailed(error.code, error.message) from None
     for name in bound.logical_sources:
@@ -153,25 +143,6 @@ def bind(
                 "reads it",
             )
     return bound
-
-
-N = TypeVar("N", bound=ast.Node)
-
-
-def _first(node: object, kind: type[N]) -> N | None:
-    """The first node of type ``kind`` in a parsed statement (depth first, in source order)."""
-    if isinstance(node, kind):
-        return node
-    children: Iterable[object] = ()
-    if isinstance(node, tuple | list):
-        children = node
-    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
-        children = (getattr(node, f.name) for f in dataclasses.fields(node))
-    for child in children:
-        found = _first(child, kind)
-        if found is not None:
-            return found
-    return None
 
 
 # --- requests -------------------------------------------------------------------------------
@@ -189,16 +160,21 @@ def create(
 ) -> Any:
     """Create (and try to start) the query ``text``; ``parsed`` is its syntax tree when the
     caller parsed it as part of a longer script (its positions point into the script)."""
-    bound = bind(ctx, text if parsed is None else parsed)
-    assert bound.sink_name is not None
-    if sink is not None and sink.casefold() != bound.sink_name.casefold():
+    statement = parse(text if parsed is None else parsed)
+    bound = bind(ctx, statement)
+    if sink is not None and sink.casefold() != (bound.sink_name or "").casefold():
+        target = repr(bound.sink_name) if bound.sink_name else "a sink defined inline"
         raise RequestFailed(
             ErrorCode.INVALID_REQUEST,
-            f"the statement writes INTO {bound.sink_name!r} but the request names sink {sink!r}",
+            f"the statement writes INTO {target} but the request names sink {sink!r}",
         )
     view = ctx.view
+    query_id = view.next_id("query")
+    if bound.inline_sources or bound.inline_sink is not None:
+        bound = inline.materialize(ctx, statement, bound, query_id)
+    assert bound.sink_name is not None
     row = QueryRow(
-        id=view.next_id("query"),
+        id=query_id,
         statement=text,
         sink=bound.sink_name,
         desired_state=S.RUNNING,
@@ -261,6 +237,7 @@ def drop_queries(ctx: PassContext, queries: list[QueryRow], reason: str) -> list
             ctx.actions.append(AgentAction(row.worker, stop=StopAssignment(row.id, row.run)))
         ctx.view.queries.remove(row.id)
         ctx.record("query", row.id, "drop", reason)
+        inline.drop_owned(ctx, row.id, f"{reason}: query {row.id} defined it inline")
     return sorted(row.id for row in queries)
 
 
@@ -279,7 +256,7 @@ def explain_query(ctx: PassContext, request: m.ExplainQuery) -> Any:
 
 def explain(ctx: PassContext, statement: str | ast.QueryStatement) -> Any:
     """The bound plan, output schema and placement of a query, without creating it."""
-    bound = bind(ctx, statement, allow_missing_sink=True)
+    bound = bind(ctx, parse(statement), allow_missing_sink=True)
     placement = place(_agent_slots(ctx), _pinned_agents(ctx, bound.logical_sources))
     return {
         "plan": bound.plan.explain(),

@@ -30,11 +30,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from streamctl.activities import inline
 from streamctl.activities import queries as queries_stage
 from streamctl.activities.context import PassContext, RequestFailed
 from streamctl.planner import ast
 from streamctl.planner.errors import INVALID_STATEMENT, PlannerError
 from streamctl.planner.parser import parse_statements, statement_kind
+from streamctl.planner.placement import pop_pinned_worker
 from streamctl.workflows import messages as m
 from streamctl.workflows.messages import ErrorCode
 
@@ -151,7 +153,7 @@ class _Runner:
             return self.ask(m.CreateLogicalSource(statement.name, _columns(statement.columns)))
         if isinstance(statement, ast.CreatePhysicalSource):
             config = ast.options_to_config(statement.options)
-            worker = _pop_worker(config)
+            worker = pop_pinned_worker(config)
             logical = self._logical_source_name(statement.logical_source)
             return self.ask(m.CreatePhysicalSource(logical, statement.source_type, config, worker))
         if isinstance(statement, ast.CreateSink):
@@ -192,6 +194,11 @@ class _Runner:
                 f"{statement.subject.lower()} has {statement.filter.attribute.lower()} = "
                 f"{value!r}",
             )
+        catalog_objects = [row for row in matches if _inline_owner(row) is None]
+        if catalog_objects:
+            # Objects defined inline in a query go with their query; a filter that also
+            # matches catalog objects drops only those (naming only inline ones is refused).
+            matches = catalog_objects
         dropped: dict[str, list[Any]] = {}
         for row in matches:
             result = self._drop_one(statement.subject, row[key], statement.cascade)
@@ -216,6 +223,12 @@ class _Runner:
         return name if row is None else row.name
 
 
+def _inline_owner(row: Mapping[str, Any]) -> int | None:
+    """The query that defined a listed source or sink inline, if one did."""
+    name = row.get("logical_source", row.get("name"))
+    return inline.owner_of(name) if isinstance(name, str) else None
+
+
 def _kind(statement: ast.Statement) -> str:
     if isinstance(statement, ast.ShowStatement | ast.DropStatement):
         return f"{statement_kind(statement)} {statement.subject}"
@@ -236,15 +249,6 @@ def _texts(text: str, statements: list[ast.Statement]) -> list[str]:
 
 def _columns(columns: tuple[ast.ColumnDef, ...]) -> tuple[m.ColumnSpec, ...]:
     return tuple(m.ColumnSpec(c.catalog_name, c.type, c.nullable) for c in columns)
-
-
-def _pop_worker(config: dict[str, Any]) -> str | None:
-    """``'w1' AS WORKER`` (or ``SOURCE.WORKER``) pins a physical source to a worker."""
-    for key in list(config):
-        if key.upper() in ("WORKER", "SOURCE.WORKER", "WORKER_ID", "SOURCE.WORKER_ID"):
-            value = config.pop(key)
-            return None if value is None else str(value)
-    return None
 
 
 def _capacity(statement: ast.CreateWorker) -> int:

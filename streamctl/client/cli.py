@@ -72,6 +72,12 @@ def up(
     timeout: float = typer.Option(config.batch_timeout(), help="Seconds to gather a batch."),
     coordinators: int = typer.Option(1, help="Coordinator worker processes."),
     agents: int = typer.Option(1, min=0, help="Local Spark agents (local_1 ... local_N)."),
+    file_root: list[Path] = typer.Option(
+        [],
+        "--file-root",
+        help="A directory inline File(...) sources and sinks may use, besides <state dir>/files "
+        "(repeatable).",
+    ),
 ) -> None:
     """Start the embedded stack: Temporal dev server, coordinator worker and workflow, agents."""
     from streamctl.worker.supervisor import Supervisor, read_stack, run_foreground
@@ -84,6 +90,7 @@ def up(
         console.print(f"stack already running at {existing.address} (UI {existing.ui_url})")
         return
     catalog_url = catalog or config.catalog_url(directory)
+    file_roots = tuple(root.resolve() for root in file_root)
     if detach:
         directory.mkdir(parents=True, exist_ok=True)
         command = [
@@ -92,6 +99,7 @@ def up(
             "--port", str(port), "--ui-port", str(ui_port),
             "--batch-size", str(batch_size), "--timeout", str(timeout),
             "--coordinators", str(coordinators), "--agents", str(agents),
+            *(argument for root in file_roots for argument in ("--file-root", str(root))),
         ]  # fmt: skip
         log = open(directory / "supervisor.log", "ab")  # noqa: SIM115
         process = subprocess.Popen(
@@ -118,6 +126,7 @@ def up(
         CoordinatorConfig(batch_size=batch_size, timeout=timeout),
         coordinators,
         agents,
+        file_roots=file_roots,
     )
     asyncio.run(
         run_foreground(
@@ -186,7 +195,7 @@ def status(
     console.print(table)
 
 
-def _start_default_stack(directory: Path) -> None:
+def _start_default_stack(directory: Path, file_roots: tuple[Path, ...] = ()) -> None:
     """``up --detach`` with the defaults, for commands that bring their own stack."""
     up(
         detach=True,
@@ -198,6 +207,7 @@ def _start_default_stack(directory: Path) -> None:
         timeout=config.batch_timeout(),
         coordinators=1,
         agents=1,
+        file_root=list(file_roots),
     )
 
 
@@ -259,7 +269,9 @@ def systest(
     target = _address(address, directory)
     started_here = False
     if address is None and _status(target, workflow_id) is None:
-        _start_default_stack(directory)
+        from streamctl.client.systest import suite_testdata
+
+        _start_default_stack(directory, suite_testdata(paths))
         started_here = True
         target = _address(None, directory)
     _reachable(target, workflow_id, as_json)

@@ -9,8 +9,14 @@ test file's own constructs are its business:
 * ``ATTACH INLINE`` rows are written to a CSV file and ``ATTACH FILE`` names a file of the
   suite's ``testdata/``; either path is added to the ``CREATE PHYSICAL SOURCE`` statement as
   ``'<path>' AS `SOURCE`.FILE_PATH``.
+* Paths the suite writes relative to its ``testdata/`` become absolute: an inline source's
+  ``FILE_PATH`` (``FROM File('small/a.csv' AS `SOURCE`.FILE_PATH, ...)``) and a generator's
+  ``WORDLIST small/words.csv``. The coordinator reads inline sources only under its file roots,
+  so a stack that runs the suite's inline sources allows ``testdata/`` (``streamctl up
+  --file-root``; ``streamctl systest`` starting its own stack does that itself).
 * ``File`` and ``Checksum`` sinks without a path get one in the run's work directory, so the
-  runner can read what each query wrote (``<path>/q<id>``).
+  runner can read what each query wrote (``<path>/q<id>``). An inline sink (``INTO File()``)
+  gets its path from the coordinator, and the runner asks for it (``GetSink``).
 * Each query is created with ``SELECT ... INTO``; the runner waits until the coordinator
   reports it ``FINISHED`` (bounded input processed, every window emitted) or ``FAILED``, reads
   the sink and compares the rows with the expectation as a multiset
@@ -56,6 +62,10 @@ _UNAVAILABLE_SOURCES = {
     "TCP": "TCP source: the suite's TCP data server is not part of the runner",
 }
 _READABLE_SINKS = ("FILE", "CHECKSUM")
+_INLINE_FILE_PATH = re.compile(
+    r"'(?P<path>[^']*)'(?P<key>\s+AS\s+`?SOURCE`?\s*\.\s*`?FILE_PATH`?)", re.IGNORECASE
+)
+_WORDLIST = re.compile(r"(?P<key>\bWORDLIST\s+)(?P<path>[^\s,']+)", re.IGNORECASE)
 
 
 @dataclass
@@ -114,6 +124,12 @@ def find_files(paths: list[Path]) -> list[tuple[Path, Path]]:
         root = _suite_root(given)
         found.extend((file, root) for file in files)
     return found
+
+
+def suite_testdata(paths: list[Path]) -> tuple[Path, ...]:
+    """The ``testdata/`` folders of the suites ``paths`` lie in (for the file roots)."""
+    folders = {root / "testdata" for _file, root in find_files(paths)}
+    return tuple(sorted(folder for folder in folders if folder.is_dir()))
 
 
 def _suite_root(path: Path) -> Path:
@@ -200,7 +216,7 @@ class SystestRunner:
     # --- statements -----------------------------------------------------------------------
 
     async def _statement(self, run: _FileRun, block: Statement) -> None:
-        text = block.text
+        text = in_testdata(block.text, run.testdata)
         if _PHYSICAL_SOURCE.match(text):
             source_type = _statement_type(text)
             if source_type in _UNAVAILABLE_SOURCES:
@@ -298,7 +314,8 @@ class SystestRunner:
 
     async def _execute(self, run: _FileRun, text: str) -> tuple[list[Row], list[str]]:
         """Create the query, wait for its end, read its rows, drop it."""
-        response = await self.client.ask_response(m.ExecuteStatement(text))
+        statement = m.ExecuteStatement(in_testdata(text, run.testdata))
+        response = await self.client.ask_response(statement)
         if not response.ok:
             raise _Refused(str(response.error_code), str(response.error_message))
         answer = response.result["statements"][-1]
@@ -307,7 +324,9 @@ class SystestRunner:
         created = answer["result"]
         query_id = created["id"]
         try:
-            sink = run.sinks.get(str(created["sink"]).casefold())
+            sink = run.sinks.get(str(created["sink"]).casefold()) or await self._sink(
+                created["sink"]
+            )
             if sink is None or sink.type not in _READABLE_SINKS:
                 kind = "an unknown" if sink is None else f"a {sink.type}"
                 raise _Unreadable(f"the query writes into {kind} sink, which cannot be read back")
@@ -322,6 +341,14 @@ class SystestRunner:
             return _read_sink(sink, query_id)
         finally:
             await self.client.ask_response(m.DropQuery(query_id))
+
+    async def _sink(self, name: str) -> _Sink | None:
+        """A sink the file did not create (one defined inline in the query)."""
+        response = await self.client.ask_response(m.GetSink(name))
+        if not response.ok:
+            return None
+        found = response.result
+        return _Sink(found["name"], found["type"], found["config"], found["schema"])
 
     async def _wait(self, query_id: int) -> dict[str, Any]:
         deadline = time.monotonic() + QUERY_TIMEOUT_S
@@ -357,6 +384,22 @@ def _first_line(error: str | None) -> str:
 def _statement_type(text: str) -> str:
     found = _TYPE.search(text)
     return found.group(1).upper() if found else ""
+
+
+def in_testdata(statement: str, testdata: Path) -> str:
+    """The statement with its testdata-relative inline source paths and word lists made
+    absolute (absolute paths stay as they are)."""
+
+    def absolute(found: re.Match[str]) -> str:
+        path = found.group("path")
+        if Path(path).is_absolute():
+            return found.group(0)
+        resolved = str((testdata / path).resolve())
+        if found.re is _WORDLIST:
+            return f"{found.group('key')}{resolved}"
+        return f"'{resolved}'{found.group('key')}"
+
+    return _WORDLIST.sub(absolute, _INLINE_FILE_PATH.sub(absolute, statement))
 
 
 def with_option(statement: str, option: str) -> str:

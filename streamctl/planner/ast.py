@@ -14,8 +14,10 @@ Guarantees:
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final, TypeAlias
+from typing import Final, TypeAlias, TypeVar
 from typing import Literal as TypingLiteral
 
 NES_TYPE_NAMES: Final = (
@@ -461,3 +463,18 @@ Statement: TypeAlias = (
     | ShowStatement
     | DropStatement
 )
+
+
+N = TypeVar("N", bound=Node)
+
+
+def find_all(node: object, kind: type[N]) -> list[N]:
+    """Every node of type ``kind`` in a syntax tree, depth first in source order."""
+    if isinstance(node, kind):
+        return [node]
+    children: Iterable[object] = ()
+    if isinstance(node, tuple | list):
+        children = node
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        children = (getattr(node, f.name) for f in dataclasses.fields(node))
+    return [found for child in children for found in find_all(child, kind)]

@@ -24,6 +24,7 @@ TYPE_MISMATCH: Final = "TYPE_MISMATCH"
 SINK_SCHEMA_MISMATCH: Final = "SINK_SCHEMA_MISMATCH"
 NOT_SUPPORTED: Final = "NOT_SUPPORTED"
 INVALID_STATEMENT: Final = "INVALID_STATEMENT"
+UNKNOWN_WORKER: Final = "UNKNOWN_WORKER"
 
 ERROR_CODES: Final = frozenset(
     {
@@ -36,6 +37,7 @@ ERROR_CODES: Final = frozenset(
         SINK_SCHEMA_MISMATCH,
         NOT_SUPPORTED,
         INVALID_STATEMENT,
+        UNKNOWN_WORKER,
     }
 )
 
@@ -49,6 +51,7 @@ NES_ERROR_NUMBERS: Final[dict[str, int]] = {
     SINK_SCHEMA_MISMATCH: 2003,
     NOT_SUPPORTED: 2008,  # UnsupportedQuery
     INVALID_STATEMENT: 2029,  # InvalidStatement
+    UNKNOWN_WORKER: 2300,  # a source placed on a worker that does not exist (sources/InlineSource)
 }
 """NebulaStream's error number for each planner error code."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from streamctl.lifecycle.agents import AgentState
 
@@ -68,3 +69,19 @@ def count_active(assignments: Iterable[str | None]) -> Mapping[str, int]:
         if agent is not None:
             counts[agent] = counts.get(agent, 0) + 1
     return counts
+
+
+PIN_OPTIONS = frozenset(
+    {"WORKER", "SOURCE.WORKER", "WORKER_ID", "SOURCE.WORKER_ID", "HOST", "SOURCE.HOST"}
+)
+"""Options that pin a physical source to a worker: ``'w1' AS WORKER``, or NebulaStream's
+``'w1' AS `SOURCE`.`HOST```, which places a source on the worker that holds its data."""
+
+
+def pop_pinned_worker(config: dict[str, Any]) -> str | None:
+    """Remove the pinning option from a source's options and return the worker it names."""
+    for key in list(config):
+        if key.upper() in PIN_OPTIONS:
+            value = config.pop(key)
+            return None if value is None else str(value)
+    return None

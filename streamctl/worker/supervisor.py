@@ -121,8 +121,10 @@ class Supervisor:
         agents: int = 0,
         agent_master: str = "local[*]",
         agent_capacity: int = 4,
+        file_roots: tuple[Path, ...] = (),
     ) -> None:
         self.state_dir = state_dir
+        self.file_roots = file_roots
         self.catalog_url = catalog_url
         self.port = port
         self.ui_port = ui_port
@@ -145,7 +147,16 @@ class Supervisor:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env=self._child_environment(),
         )
+
+    def _child_environment(self) -> dict[str, str]:
+        """What the stack's processes read from the environment: its state directory (the
+        files directory of inline sources and sinks lies in it) and the extra file roots."""
+        environment = {**os.environ, "STREAMCTL_STATE_DIR": str(self.state_dir)}
+        if self.file_roots:
+            environment["STREAMCTL_FILE_ROOTS"] = os.pathsep.join(map(str, self.file_roots))
+        return environment
 
     def _start_agent(self, name: str) -> subprocess.Popen[bytes]:
         log = open(self.state_dir / f"agent-{name}.log", "ab")  # noqa: SIM115
@@ -160,7 +171,7 @@ class Supervisor:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, "STREAMCTL_STATE_DIR": str(self.state_dir)},
+            env=self._child_environment(),
         )
 
     def _write_stack(self) -> None:

@@ -1,0 +1,58 @@
+"""Checks of request fields, each raising :class:`RequestFailed` with the code a client sees.
+
+Handlers call these before they change anything, so a refused request leaves the catalog as
+it was (see :mod:`streamctl.activities.apply`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from streamctl.activities.context import RequestFailed
+from streamctl.catalog.schema import (
+    InvalidName,
+    SchemaError,
+    check_identifier,
+    check_kind,
+    normalize_schema,
+)
+from streamctl.planner.connectors.options import ConnectorOptionError
+from streamctl.workflows import messages as m
+from streamctl.workflows.messages import ErrorCode
+
+
+def checked_name(value: str, what: str) -> str:
+    try:
+        return check_identifier(value, what)
+    except InvalidName as error:
+        raise RequestFailed(ErrorCode.INVALID_NAME, str(error)) from None
+
+
+def checked_schema(columns: tuple[m.ColumnSpec, ...]) -> list[dict[str, Any]]:
+    try:
+        return normalize_schema(columns)
+    except SchemaError as error:
+        raise RequestFailed(ErrorCode.INVALID_SCHEMA, str(error)) from None
+
+
+def checked_kind(value: str, allowed: frozenset[str], what: str) -> str:
+    try:
+        return check_kind(value, allowed, what)
+    except SchemaError as error:
+        raise RequestFailed(ErrorCode.INVALID_REQUEST, str(error)) from None
+
+
+def connector_options(
+    normalize: Callable[[str, Mapping[str, Any]], dict[str, Any]],
+    type_name: str,
+    raw: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The connector options in canonical form (what agents build their connectors from)."""
+    try:
+        return normalize(type_name, raw if isinstance(raw, Mapping) else {})
+    except ConnectorOptionError as error:
+        raise RequestFailed(ErrorCode.INVALID_REQUEST, str(error)) from None
+
+
+def not_found(what: str, key: object) -> RequestFailed:
+    return RequestFailed(ErrorCode.NOT_FOUND, f"{what} {key!r} does not exist")
