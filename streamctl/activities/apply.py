@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from streamctl.activities import inline, statements
+from streamctl.activities import explain, inline, statements
 from streamctl.activities import queries as queries_stage
 from streamctl.activities.context import PassContext, RequestFailed
 from streamctl.activities.validate import checked_kind as _kind
@@ -445,7 +445,8 @@ REQUEST_HANDLERS: dict[str, RequestHandler] = {
     m.ListQueries.kind: queries_stage.list_queries,
     m.StartQuery.kind: queries_stage.start_query,
     m.StopQuery.kind: queries_stage.stop_query,
-    m.ExplainQuery.kind: queries_stage.explain_query,
+    m.ExplainQuery.kind: explain.explain_query,
+    m.GetExplanation.kind: explain.get_explanation,
     m.Reoptimize.kind: not_yet_supported,
     m.ExecuteStatement.kind: lambda ctx, request: statements.execute_statement(
         ctx, request, REQUEST_HANDLERS, declare_worker, drop_worker
@@ -459,6 +460,7 @@ EVENT_HANDLERS: dict[str, EventHandler] = {
     m.CheckLiveness.kind: check_liveness,
     m.Statistics.kind: queries_stage.statistics,
     m.QueryStatusChanged.kind: queries_stage.query_status_changed,
+    m.SparkPlanExplained.kind: explain.spark_plan_explained,
 }
 
 assert set(REQUEST_HANDLERS) == set(m.REQUEST_TYPES), "every request kind needs a handler"

@@ -84,7 +84,10 @@ def refuse_drop(description: str, name: str) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Source:
+class InlineSource:
+    """An inline source as the logical source (``name``, ``schema``) and the one physical
+    source (``type``, canonical ``config``, pinned ``worker``) it becomes."""
+
     name: str
     type: str
     config: dict[str, Any]
@@ -92,11 +95,20 @@ class _Source:
     schema: list[dict[str, Any]]
 
 
-def materialize(
+@dataclasses.dataclass(frozen=True)
+class InlineObjects:
+    """The catalog objects a query's inline parts become, checked but not created yet.
+    ``bound`` is the query bound to them (it scans ``sources`` and writes ``sink``)."""
+
+    bound: BoundQuery
+    sources: list[InlineSource]
+    sink: SinkRow | None
+
+
+def prepare(
     ctx: PassContext, statement: ast.QueryStatement, bound: BoundQuery, query_id: int
-) -> BoundQuery:
-    """Create the catalog objects of ``bound``'s inline sources and sink for query
-    ``query_id`` and return the query bound to them (nothing is created when a check fails)."""
+) -> InlineObjects:
+    """Check ``bound``'s inline sources and sink as query ``query_id``'s (nothing changes)."""
     positions = [
         f"line {node.line}, column {node.column}: "
         for node in ast.find_all(statement, ast.InlineSource)
@@ -111,8 +123,29 @@ def materialize(
     ]
     version = ctx.view.version
     sink = None if bound.inline_sink is None else _checked_sink(bound, sink_name(query_id), version)
+    renamed = {
+        scan.id: source.name for scan, source in zip(bound.inline_sources, sources, strict=True)
+    }
+    rebound = dataclasses.replace(
+        bound,
+        plan=ir.QueryPlan(_scan_catalog_sources(bound.plan.root, renamed)),
+        logical_sources=tuple(sorted((*bound.logical_sources, *renamed.values()))),
+        inline_sources=(),
+        sink_name=bound.sink_name if sink is None else sink.name,
+        inline_sink=None,
+    )
+    return InlineObjects(rebound, sources, sink)
+
+
+def materialize(
+    ctx: PassContext, statement: ast.QueryStatement, bound: BoundQuery, query_id: int
+) -> BoundQuery:
+    """Create the catalog objects of ``bound``'s inline sources and sink for query
+    ``query_id`` and return the query bound to them (nothing is created when a check fails)."""
+    objects = prepare(ctx, statement, bound, query_id)
+    version = ctx.view.version
     reason = f"defined inline in query {query_id}"
-    for source in sources:
+    for source in objects.sources:
         ctx.view.logical_sources.add(LogicalSourceRow(source.name, source.schema, version, version))
         ctx.record("logical_source", source.name, "create", reason)
         ctx.view.load_physical_sources_of([source.name])
@@ -127,20 +160,10 @@ def materialize(
         )
         ctx.view.physical_sources.add(physical)
         ctx.record("physical_source", physical.id, "create", reason)
-    if sink is not None:
-        ctx.view.sinks.add(sink)
-        ctx.record("sink", sink.name, "create", reason)
-    renamed = {
-        scan.id: source.name for scan, source in zip(bound.inline_sources, sources, strict=True)
-    }
-    return dataclasses.replace(
-        bound,
-        plan=ir.QueryPlan(_scan_catalog_sources(bound.plan.root, renamed)),
-        logical_sources=tuple(sorted((*bound.logical_sources, *renamed.values()))),
-        inline_sources=(),
-        sink_name=bound.sink_name if sink is None else sink.name,
-        inline_sink=None,
-    )
+    if objects.sink is not None:
+        ctx.view.sinks.add(objects.sink)
+        ctx.record("sink", objects.sink.name, "create", reason)
+    return objects.bound
 
 
 def drop_owned(ctx: PassContext, query_id: int, reason: str) -> None:
@@ -161,7 +184,7 @@ def drop_owned(ctx: PassContext, query_id: int, reason: str) -> None:
 # --- checks ---------------------------------------------------------------------------------
 
 
-def _checked_source(ctx: PassContext, scan: ir.InlineScan, name: str, where: str) -> _Source:
+def _checked_source(ctx: PassContext, scan: ir.InlineScan, name: str, where: str) -> InlineSource:
     source_type = checked_kind(scan.source_type, SOURCE_TYPES, "inline source")
     options = scan.config_dict()
     worker = pop_pinned_worker(options)
@@ -180,7 +203,7 @@ def _checked_source(ctx: PassContext, scan: ir.InlineScan, name: str, where: str
         m.ColumnSpec(column, field.type, field.nullable)
         for column, field in zip(scan.source_columns, scan.fields, strict=True)
     )
-    return _Source(name, source_type, options, worker, checked_schema(columns))
+    return InlineSource(name, source_type, options, worker, checked_schema(columns))
 
 
 def _checked_sink(bound: BoundQuery, name: str, version: int) -> SinkRow:

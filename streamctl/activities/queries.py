@@ -21,11 +21,12 @@ Protocol within a pass
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from streamctl.activities import inline
 from streamctl.activities.context import PassContext, RequestFailed
-from streamctl.catalog.rows import QueryRow
+from streamctl.catalog.rows import QueryRow, SinkRow
 from streamctl.lifecycle.queries import (
     ACTIVE_STATES,
     QueryState,
@@ -250,25 +251,6 @@ def list_queries(ctx: PassContext, _request: m.ListQueries) -> Any:
     return [query_json(row) for row in sorted(ctx.view.queries.all(), key=lambda r: r.id)]
 
 
-def explain_query(ctx: PassContext, request: m.ExplainQuery) -> Any:
-    return explain(ctx, request.statement)
-
-
-def explain(ctx: PassContext, statement: str | ast.QueryStatement) -> Any:
-    """The bound plan, output schema and placement of a query, without creating it."""
-    bound = bind(ctx, parse(statement), allow_missing_sink=True)
-    placement = place(_agent_slots(ctx), _pinned_agents(ctx, bound.logical_sources))
-    return {
-        "plan": bound.plan.explain(),
-        "output": [
-            {"name": c.name, "type": c.type, "nullable": c.nullable} for c in bound.output_schema
-        ],
-        "sources": list(bound.logical_sources),
-        "sink": bound.sink_name,
-        "placement": None if placement is None else placement.agent,
-    }
-
-
 # --- reports from agents (events) -------------------------------------------------------------
 
 
@@ -410,10 +392,10 @@ def _stop(ctx: PassContext, row: QueryRow, reason: str) -> None:
 
 
 def _placement(ctx: PassContext, row: QueryRow) -> Placement | None:
-    return place(_agent_slots(ctx), _pinned_agents(ctx, ctx.view.sources_of_query(row.id)))
+    return place(agent_slots(ctx), pinned_agents(ctx, ctx.view.sources_of_query(row.id)))
 
 
-def _agent_slots(ctx: PassContext) -> list[AgentSlots]:
+def agent_slots(ctx: PassContext) -> list[AgentSlots]:
     active = count_active(q.worker for q in ctx.view.queries_in_states(ACTIVE_STATES))
     return [
         AgentSlots(w.name, w.state, w.capacity, w.draining, active.get(w.name, 0))
@@ -421,7 +403,7 @@ def _agent_slots(ctx: PassContext) -> list[AgentSlots]:
     ]
 
 
-def _pinned_agents(ctx: PassContext, logical_sources: Any) -> list[str]:
+def pinned_agents(ctx: PassContext, logical_sources: Any) -> list[str]:
     return [
         source.worker
         for name in logical_sources
@@ -431,21 +413,34 @@ def _pinned_agents(ctx: PassContext, logical_sources: Any) -> list[str]:
 
 
 def _assignment(ctx: PassContext, row: QueryRow, run: int) -> QueryAssignment:
+    sink = ctx.view.sinks.get(row.sink)
+    if sink is None:  # the catalog's foreign key makes this impossible
+        raise RequestFailed(ErrorCode.INTERNAL, f"query {row.id} writes a missing sink")
+    return assignment(ctx, row.id, run, row.plan, ctx.view.sources_of_query(row.id), sink)
+
+
+def assignment(
+    ctx: PassContext,
+    query_id: int,
+    run: int,
+    plan: str,
+    logical_sources: Iterable[str],
+    sink: SinkRow,
+) -> QueryAssignment:
+    """What an agent needs to run ``plan``: the physical sources of the logical sources it
+    reads, with their schemas, and its sink."""
     view = ctx.view
     sources: dict[str, list[SourceAssignment]] = {}
-    for name in view.sources_of_query(row.id):
+    for name in logical_sources:
         logical = view.logical_sources.get(name)
         schema = logical.schema if logical is not None else []
         sources[name] = [
             SourceAssignment(p.id, p.type, p.config, schema) for p in view.physical_sources_of(name)
         ]
-    sink = view.sinks.get(row.sink)
-    if sink is None:  # the catalog's foreign key makes this impossible
-        raise RequestFailed(ErrorCode.INTERNAL, f"query {row.id} writes a missing sink")
     return QueryAssignment(
-        row.id,
+        query_id,
         run,
-        row.plan,
+        plan,
         sources,
         SinkAssignment(sink.name, sink.type, sink.config, sink.schema),
     )

@@ -25,6 +25,7 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -47,6 +48,8 @@ from streamctl.planner.translate import TranslatedQuery, build, spark_conf
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import (
     AgentStatus,
+    ExplainAssignment,
+    ExplainReport,
     QueryAssignment,
     QueryReport,
     StopAssignment,
@@ -54,6 +57,10 @@ from streamctl.workflows.actions import (
 )
 
 log = logging.getLogger(__name__)
+
+EXPLAIN_MODE = "formatted"
+"""How Spark prints a plan for ``EXPLAIN``: the physical plan as an outline, then each
+operator's details."""
 
 LOCK_TIMEOUT_S = 60.0
 """How long an action waits for another start or stop of this agent to finish."""
@@ -160,6 +167,24 @@ class SparkQueries:
 
     def validate(self, assignment: QueryAssignment) -> None:
         self._build(assignment)
+
+    def explain(self, request: ExplainAssignment) -> ExplainReport:
+        """Spark's plan for the query, built but never started (or why it cannot be built)."""
+        try:
+            translated, _sink = self._build(request.query)
+            # The lock: the plan is analysed under the query's session settings, which
+            # start also sets while it holds the lock.
+            with (
+                self._locked(f"explaining {request.explanation_id}"),
+                spark_conf(self.session, translated.spark_conf),
+                contextlib.redirect_stdout(io.StringIO()) as printed,
+            ):
+                translated.dataframe.explain(mode=EXPLAIN_MODE)
+        except ApplicationError as error:
+            if error.type == "AgentBusy":
+                raise
+            return ExplainReport(request.explanation_id, self.agent, None, str(error))
+        return ExplainReport(request.explanation_id, self.agent, printed.getvalue().strip())
 
     def active_count(self) -> int:
         return len(self._active)
@@ -321,5 +346,15 @@ class SparkActivities:
     def validate_plan(self, assignment: QueryAssignment) -> None:
         self.queries.validate(assignment)
 
+    @activity.defn(name="explain_query")
+    def explain_query(self, request: ExplainAssignment) -> ExplainReport:
+        return self.queries.explain(request)
+
     def all(self) -> list[Callable[..., Any]]:
-        return [self.start_query, self.stop_query, self.list_queries, self.validate_plan]
+        return [
+            self.start_query,
+            self.stop_query,
+            self.list_queries,
+            self.validate_plan,
+            self.explain_query,
+        ]

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from streamctl.activities import inline
+from streamctl.activities import explain, inline
 from streamctl.activities import queries as queries_stage
 from streamctl.activities.context import PassContext, RequestFailed
 from streamctl.planner import ast
@@ -148,7 +148,7 @@ class _Runner:
         if isinstance(statement, ast.QueryStatement):
             return queries_stage.create(self.ctx, text, parsed=statement)
         if isinstance(statement, ast.ExplainStatement):
-            return queries_stage.explain(self.ctx, statement.statement)
+            return explain.explain(self.ctx, statement.statement)
         if isinstance(statement, ast.CreateLogicalSource):
             return self.ask(m.CreateLogicalSource(statement.name, _columns(statement.columns)))
         if isinstance(statement, ast.CreatePhysicalSource):

@@ -130,6 +130,18 @@ class Query(Versioned, Base):
     statistics_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
+class Explanation(Versioned, Base):
+    """Spark's plan for an ``EXPLAIN``, asked from the agent the query would run on: the pass
+    that answers the ``EXPLAIN`` creates the row, the agent's answer fills it in later."""
+
+    __tablename__ = "explanations"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    agent: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    spark_plan: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
 class QuerySource(Base):
     """Which logical sources a query reads."""
 

@@ -103,7 +103,20 @@ class QueryRow:
     updated_version: int
 
 
-EntityRow = WorkerRow | LogicalSourceRow | PhysicalSourceRow | SinkRow | QueryRow
+@dataclass(slots=True)
+class ExplanationRow:
+    TABLE: ClassVar[Table] = table_of(models.Explanation)
+    KEY: ClassVar[str] = "id"
+
+    id: int
+    agent: str
+    spark_plan: str | None
+    error: str | None
+    created_version: int
+    updated_version: int
+
+
+EntityRow = WorkerRow | LogicalSourceRow | PhysicalSourceRow | SinkRow | QueryRow | ExplanationRow
 
 ENTITY_ROWS: tuple[type[EntityRow], ...] = (
     WorkerRow,
@@ -111,6 +124,7 @@ ENTITY_ROWS: tuple[type[EntityRow], ...] = (
     SinkRow,
     PhysicalSourceRow,
     QueryRow,
+    ExplanationRow,
 )
 """Entity row classes, parents before children: the order in which new rows are inserted
 (and the reverse of the order in which rows are deleted)."""

@@ -33,6 +33,7 @@ from streamctl.catalog.models import IdSequence, Query, QuerySource, Worker, tab
 from streamctl.catalog.rows import (
     ENTITY_ROWS,
     EntityRow,
+    ExplanationRow,
     LogicalSourceRow,
     PhysicalSourceRow,
     QueryRow,
@@ -164,6 +165,7 @@ class CatalogView:
         )
         self.sinks: EntityMap[str, SinkRow] = EntityMap(session, SinkRow)
         self.queries: EntityMap[int, QueryRow] = EntityMap(session, QueryRow)
+        self.explanations: EntityMap[int, ExplanationRow] = EntityMap(session, ExplanationRow)
         self._physical_loaded_for: set[str] = set()
         self._query_sources: dict[int, set[str]] = {}
         self._query_sources_loaded_for: set[str] = set()
@@ -179,6 +181,7 @@ class CatalogView:
             SinkRow: self.sinks,
             PhysicalSourceRow: self.physical_sources,
             QueryRow: self.queries,
+            ExplanationRow: self.explanations,
         }
 
     # --- dependents -----------------------------------------------------------------------

@@ -107,15 +107,17 @@ def up(
         )
         address = f"127.0.0.1:{port}"
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                console.print(f"[red]the stack failed to start; see {directory / 'supervisor.log'}")
-                raise typer.Exit(1)
-            if read_stack(directory) is not None and _status(address) is not None:
-                ui = f"http://127.0.0.1:{ui_port}"
-                console.print(f"stack up: Temporal {address}, UI {ui}, catalog {catalog_url}")
-                return
-            time.sleep(0.3)
+        with console.status("starting Temporal, the coordinator and the agents"):
+            while time.monotonic() < deadline:
+                if process.poll() is not None:
+                    log_file = directory / "supervisor.log"
+                    console.print(f"[red]the stack failed to start; see {log_file}")
+                    raise typer.Exit(1)
+                if read_stack(directory) is not None and _status(address) is not None:
+                    ui = f"http://127.0.0.1:{ui_port}"
+                    console.print(f"stack up: Temporal {address}, UI {ui}, catalog {catalog_url}")
+                    return
+                time.sleep(0.3)
         console.print("[red]the coordinator did not answer within 120 s")
         raise typer.Exit(1)
     supervisor = Supervisor(
@@ -196,19 +198,21 @@ def status(
 
 
 def _start_default_stack(directory: Path, file_roots: tuple[Path, ...] = ()) -> None:
-    """``up --detach`` with the defaults, for commands that bring their own stack."""
-    up(
-        detach=True,
-        state_dir=directory,
-        catalog=None,
-        port=7233,
-        ui_port=8233,
-        batch_size=config.batch_size(),
-        timeout=config.batch_timeout(),
-        coordinators=1,
-        agents=1,
-        file_root=list(file_roots),
-    )
+    """``up --detach`` with the defaults, for commands that bring their own stack; its
+    messages go to stderr, so that a command's ``--json`` output stays alone on stdout."""
+    with contextlib.redirect_stdout(sys.stderr):
+        up(
+            detach=True,
+            state_dir=directory,
+            catalog=None,
+            port=7233,
+            ui_port=8233,
+            batch_size=config.batch_size(),
+            timeout=config.batch_timeout(),
+            coordinators=1,
+            agents=1,
+            file_root=list(file_roots),
+        )
 
 
 def _reachable(address: str, workflow_id: str, as_json: bool) -> None:

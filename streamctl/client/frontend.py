@@ -11,8 +11,10 @@ coordinator's answer as JSON with ``--json``; the exit code is what scripts trus
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+import time
 from typing import Any
 
 from rich.console import Console
@@ -27,6 +29,10 @@ EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_UNREACHABLE = 3
 
+EXPLAIN_WAIT_S = 60.0
+"""How long ``EXPLAIN`` waits for the agent's Spark plan (its first query builds slowly)."""
+EXPLAIN_POLL_S = 0.2
+
 QUERY_ACTIONS = {
     "start": m.StartQuery,
     "stop": m.StopQuery,
@@ -40,22 +46,61 @@ def ask(
 ) -> tuple[int, Any]:
     """Send ``request``; on refusal print the error (stderr, or JSON on stdout)."""
     with CoordinatorClient(address, workflow_id=workflow_id) as client:
-        try:
-            return EXIT_OK, client.ask_blocking(request)
-        except CoordinatorError as error:
-            if as_json:
-                print(json.dumps({"ok": False, "error_code": error.code, "error": error.message}))
-            else:
-                Console(stderr=True).print(
-                    f"[red]{error.code}[/]: {escape(error.message)}", highlight=False
-                )
-            return EXIT_REFUSED, None
+        return _ask(client, request, as_json)
+
+
+def _ask(client: CoordinatorClient, request: m.Request, as_json: bool) -> tuple[int, Any]:
+    try:
+        return EXIT_OK, client.ask_blocking(request)
+    except CoordinatorError as error:
+        if as_json:
+            print(json.dumps({"ok": False, "error_code": error.code, "error": error.message}))
+        else:
+            Console(stderr=True).print(
+                f"[red]{error.code}[/]: {escape(error.message)}", highlight=False
+            )
+        return EXIT_REFUSED, None
+
+
+def with_spark_plans(
+    client: CoordinatorClient, result: dict[str, Any], console: Console | None
+) -> dict[str, Any]:
+    """Fill in Spark's plan for every ``EXPLAIN`` answer: ask ``GetExplanation`` until the
+    agent has answered (``spark_plan``, or ``spark_plan_error`` saying why there is none)."""
+    for answer in result["statements"]:
+        explained = answer["result"]
+        if answer["statement"] != "EXPLAIN":
+            continue
+        if explained.get("explanation") is None:
+            explained["spark_plan"] = None
+            explained["spark_plan_error"] = "no alive agent to build the query"
+            continue
+        waiting = (
+            console.status("asking the agent for Spark's plan")
+            if console is not None
+            else contextlib.nullcontext()
+        )
+        deadline = time.monotonic() + EXPLAIN_WAIT_S
+        with waiting:
+            got = client.ask_blocking(m.GetExplanation(explained["explanation"]))
+            while not got["ready"] and time.monotonic() < deadline:
+                time.sleep(EXPLAIN_POLL_S)
+                got = client.ask_blocking(m.GetExplanation(explained["explanation"]))
+        explained["spark_plan"] = got["spark_plan"]
+        explained["spark_plan_error"] = got["error"] or (
+            None
+            if got["ready"]
+            else f"agent {got['agent']} did not answer within {EXPLAIN_WAIT_S:.0f} s"
+        )
+    return result
 
 
 def run_sql(address: str, workflow_id: str, text: str, as_json: bool, console: Console) -> int:
-    code, result = ask(address, workflow_id, m.ExecuteStatement(text), as_json, console)
-    if code != EXIT_OK:
-        return code
+    with CoordinatorClient(address, workflow_id=workflow_id) as client:
+        code, result = _ask(client, m.ExecuteStatement(text), as_json)
+        if code != EXIT_OK:
+            return code
+        with_spark_plans(client, result, None if as_json else console)
     if as_json:
         print(json.dumps({"ok": True, **result}, default=str))
     else:

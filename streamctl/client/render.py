@@ -90,6 +90,11 @@ def render_statement(console: Console, answer: dict[str, Any]) -> None:
         output = ", ".join(f"{c['name']} {c['type']}" for c in result["output"])
         placement = result["placement"] or "no alive agent with free capacity"
         console.print(escape(f"output: {output}\nplacement: {placement}"), highlight=False)
+        if result.get("spark_plan"):
+            console.print("Spark plan:", style="bold")
+            console.print(escape(result["spark_plan"]), highlight=False)
+        elif result.get("spark_plan_error"):
+            console.print(escape(f"Spark plan: none ({result['spark_plan_error']})"))
     elif kind.startswith("DROP "):
         dropped = "; ".join(
             f"{entity} {', '.join(map(str, keys))}" for entity, keys in result.items() if keys

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from streamctl.client.client import CoordinatorClient
+from streamctl.client.frontend import with_spark_plans
 from streamctl.client.render import render_statement
 from streamctl.workflows import messages as m
 
@@ -120,7 +121,7 @@ def run_repl(client: CoordinatorClient, console: Console, history: Path) -> int:
         response = client.ask_response_blocking(m.ExecuteStatement(text))
         if response.ok:
             code = 0
-            for answer in response.result["statements"]:
+            for answer in with_spark_plans(client, response.result, console)["statements"]:
                 render_statement(console, answer)
             completer.refresh(client)
         else:

@@ -126,6 +126,23 @@ def find_files(paths: list[Path]) -> list[tuple[Path, Path]]:
     return found
 
 
+def select(
+    files: list[tuple[Path, Path]], groups: set[str] | None = None
+) -> list[tuple[SystestFile, Path]]:
+    """The files to run, read, with their suite roots: those in one of ``groups`` if given."""
+    wanted = {group.casefold() for group in groups or set()}
+    selected = []
+    for path, root in files:
+        systest = read_systest(path, root)
+        if not wanted or wanted & {group.casefold() for group in systest.groups}:
+            selected.append((systest, root))
+    return selected
+
+
+def query_count(selected: list[tuple[SystestFile, Path]]) -> int:
+    return sum(isinstance(block, Query) for systest, _ in selected for block in systest.blocks)
+
+
 def suite_testdata(paths: list[Path]) -> tuple[Path, ...]:
     """The ``testdata/`` folders of the suites ``paths`` lie in (for the file roots)."""
     folders = {root / "testdata" for _file, root in find_files(paths)}
@@ -173,13 +190,10 @@ class SystestRunner:
         self.jobs = max(1, jobs)
         self.report = report or (lambda _outcome: None)
 
-    async def run(self, files: list[tuple[Path, Path]], groups: set[str] | None = None) -> Summary:
+    async def run(self, selected: list[tuple[SystestFile, Path]]) -> Summary:
+        """Run the files :func:`select` chose, one after the other."""
         summary = Summary()
-        for path, root in files:
-            systest = read_systest(path, root)
-            wanted = {g.casefold() for g in groups or set()}
-            if wanted and not wanted & {g.casefold() for g in systest.groups}:
-                continue
+        for systest, root in selected:
             summary.outcomes.extend(await self.run_file(systest, root))
         return summary
 

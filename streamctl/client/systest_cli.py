@@ -1,5 +1,6 @@
-"""``streamctl systest`` output: a line per query as it ends, a table per folder, and the
-closing ``N passed, N failed, N unsupported`` line (``--json``: one JSON object instead)."""
+"""``streamctl systest`` output: a line per query as it ends under a progress bar (queries
+done of all selected, on a terminal), a table per folder, and the closing ``N passed, N failed,
+N unsupported`` line (``--json``: one JSON object instead)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,25 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from streamctl.client.client import CoordinatorClient
-from streamctl.client.systest import Outcome, Summary, SystestRunner, find_files
+from streamctl.client.systest import (
+    Outcome,
+    Summary,
+    SystestRunner,
+    find_files,
+    query_count,
+    select,
+)
+from streamctl.client.systest_files import SystestFile
 
 MARKS = {"passed": "[green]✓[/]", "failed": "[red]✗[/]", "unsupported": "[yellow]-[/]"}
 
@@ -30,19 +46,34 @@ def run_systest_command(
     state_dir: Path,
     console: Console,
 ) -> int:
+    selected = select(find_files(paths), groups or None)
+    progress = Progress(
+        TextColumn("[bold]systest"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("queries"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=as_json or not console.is_terminal,
+    )
+    task = progress.add_task("queries", total=query_count(selected))
+
     def report(outcome: Outcome) -> None:
+        progress.advance(task)
         if as_json:
             return
         where = f"{outcome.file}:{outcome.line} #{outcome.index}"
         detail = f"  {escape(outcome.detail)}" if outcome.detail else ""
-        console.print(f"{MARKS[outcome.status]} {where} ({outcome.seconds:.1f}s){detail}")
+        progress.console.print(f"{MARKS[outcome.status]} {where} ({outcome.seconds:.1f}s){detail}")
 
     started = time.monotonic()
     state_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="systest-", dir=state_dir) as work:
-        summary = asyncio.run(
-            _run(address, workflow_id, find_files(paths), jobs, groups, Path(work), report)
-        )
+    with (
+        progress,
+        tempfile.TemporaryDirectory(prefix="systest-", dir=state_dir) as work,
+    ):
+        summary = asyncio.run(_run(address, workflow_id, selected, jobs, Path(work), report))
     if as_json:
         print(json.dumps({**summary.as_json(), "seconds": round(time.monotonic() - started, 1)}))
     else:
@@ -54,16 +85,15 @@ def run_systest_command(
 async def _run(
     address: str,
     workflow_id: str,
-    files: list[tuple[Path, Path]],
+    selected: list[tuple[SystestFile, Path]],
     jobs: int,
-    groups: set[str],
     work: Path,
     report: Callable[[Outcome], None],
 ) -> Summary:
     client = await CoordinatorClient(address, workflow_id=workflow_id).connect()
     try:
         runner = SystestRunner(client, work, jobs, report)
-        return await runner.run(files, groups or None)
+        return await runner.run(selected)
     finally:
         await asyncio.to_thread(client.close)
 

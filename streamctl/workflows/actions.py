@@ -12,6 +12,8 @@ Protocol
   - ``list_queries(str) -> list[QueryReport]``: everything the agent runs (reconciliation).
   - ``validate_plan(QueryAssignment) -> None``: build the query without starting it; raises a
     non-retryable error naming the problem.
+  - ``explain_query(ExplainAssignment) -> ExplainReport``: build the query without starting it
+    and answer Spark's plan for it (or the error that kept it from building).
 
 * Agents push :class:`~streamctl.workflows.messages.QueryStatusChanged` events when a query's
   Spark status changes (:class:`AgentStatus`) and ``Statistics`` events with its progress.
@@ -81,6 +83,22 @@ class QueryAssignment:
 
 
 @dataclass(frozen=True)
+class ExplainAssignment:
+    """Build ``query`` (never started; its id is 0) and report Spark's plan for it."""
+
+    explanation_id: int
+    query: QueryAssignment
+
+
+@dataclass(frozen=True)
+class ExplainReport:
+    explanation_id: int
+    agent: str
+    spark_plan: str | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class StopAssignment:
     query_id: int
     run: int
@@ -98,12 +116,14 @@ class QueryReport:
 
 @dataclass(frozen=True)
 class AgentAction:
-    """One thing a pass asks an agent to do: exactly one of ``start``/``stop``/``reconcile``."""
+    """One thing a pass asks an agent to do: exactly one of ``start``/``stop``/``explain``/
+    ``reconcile``."""
 
     agent: str
     start: QueryAssignment | None = None
     stop: StopAssignment | None = None
     reconcile: bool = False
+    explain: ExplainAssignment | None = None
 
     @property
     def description(self) -> str:
@@ -111,6 +131,8 @@ class AgentAction:
             return f"start query {self.start.query_id} (run {self.start.run}) on {self.agent}"
         if self.stop is not None:
             return f"stop query {self.stop.query_id} (run {self.stop.run}) on {self.agent}"
+        if self.explain is not None:
+            return f"explain {self.explain.explanation_id} on {self.agent}"
         return f"reconcile {self.agent}"
 
 
@@ -118,20 +140,25 @@ def action_from_json(data: dict[str, Any]) -> AgentAction:
     """An :class:`AgentAction` from its ``dataclasses.asdict`` form (stored with its pass)."""
     start = data.get("start")
     stop = data.get("stop")
+    explain = data.get("explain")
     return AgentAction(
         agent=data["agent"],
-        start=None
-        if start is None
-        else QueryAssignment(
-            query_id=start["query_id"],
-            run=start["run"],
-            plan=start["plan"],
-            sources={
-                name: [SourceAssignment(**s) for s in specs]
-                for name, specs in start["sources"].items()
-            },
-            sink=SinkAssignment(**start["sink"]),
-        ),
+        start=None if start is None else _assignment_from_json(start),
         stop=None if stop is None else StopAssignment(**stop),
         reconcile=bool(data.get("reconcile", False)),
+        explain=None
+        if explain is None
+        else ExplainAssignment(explain["explanation_id"], _assignment_from_json(explain["query"])),
+    )
+
+
+def _assignment_from_json(data: dict[str, Any]) -> QueryAssignment:
+    return QueryAssignment(
+        query_id=data["query_id"],
+        run=data["run"],
+        plan=data["plan"],
+        sources={
+            name: [SourceAssignment(**s) for s in specs] for name, specs in data["sources"].items()
+        },
+        sink=SinkAssignment(**data["sink"]),
     )

@@ -63,12 +63,19 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.api.common.v1 import Payload
     from temporalio.common import RawValue
 
-    from streamctl.workflows.actions import AgentAction, QueryReport, agent_task_queue
+    from streamctl.workflows.actions import (
+        AgentAction,
+        ExplainReport,
+        QueryReport,
+        agent_task_queue,
+    )
     from streamctl.workflows.messages import (
         CheckLiveness,
         Envelope,
+        Event,
         EventBatch,
         QueryStatusChanged,
+        SparkPlanExplained,
         compaction_key,
         merge_events,
     )
@@ -392,19 +399,17 @@ class CoordinatorWorkflow:
         task.add_done_callback(lambda done: self.actions_under_way.pop(done, None))
 
     async def _run_action(self, action: AgentAction) -> None:
-        """Run one agent action without blocking the loop; its outcome comes back as
-        ``QueryStatusChanged`` events into a later pass, like the agents' own reports."""
-        reports = await self._execute_action(action)
+        """Run one agent action without blocking the loop; its outcome comes back as events
+        (``QueryStatusChanged``, like the agents' own reports, or ``SparkPlanExplained``)
+        into a later pass."""
+        outcomes = await self._execute_action(action)
         # Due at once: a query's next step (RUNNING, a restart) should not wait for a batch
         # to fill, so the outcome counts as having waited the whole batching timeout already.
         due = workflow.now().timestamp() - self.state.config.timeout
-        for report in reports:
-            event = QueryStatusChanged(
-                report.query_id, report.status, report.error, agent=report.agent, run=report.run
-            )
+        for event in outcomes:
             self._enqueue_event(event.to_envelope(f"~{workflow.uuid4()}"), due)
 
-    async def _execute_action(self, action: AgentAction) -> list[QueryReport]:
+    async def _execute_action(self, action: AgentAction) -> list[Event]:
         queue = agent_task_queue(action.agent)
         options: dict[str, Any] = {
             "task_queue": queue,
@@ -418,28 +423,53 @@ class CoordinatorWorkflow:
                 started: QueryReport = await workflow.execute_activity(
                     "start_query", action.start, result_type=QueryReport, **options
                 )
-                return [started]
+                return [_status_event(started)]
             if action.stop is not None:
                 stopped: QueryReport = await workflow.execute_activity(
                     "stop_query", action.stop, result_type=QueryReport, **options
                 )
-                return [stopped]
+                return [_status_event(stopped)]
+            if action.explain is not None:
+                explained: ExplainReport = await workflow.execute_activity(
+                    "explain_query", action.explain, result_type=ExplainReport, **options
+                )
+                return [
+                    SparkPlanExplained(
+                        explained.explanation_id,
+                        explained.agent,
+                        explained.spark_plan,
+                        explained.error,
+                    )
+                ]
             listed: list[QueryReport] = await workflow.execute_activity(
                 "list_queries", action.agent, result_type=list[QueryReport], **options
             )
-            return listed
+            return [_status_event(report) for report in listed]
         except ActivityError as error:
             reason = str(error.cause or error)
             if action.start is not None:
                 start = action.start
                 failed = f"start on {action.agent} failed: {reason}"
-                return [QueryReport(start.query_id, start.run, "CRASHED", action.agent, failed)]
+                return [
+                    QueryStatusChanged(
+                        start.query_id, "CRASHED", failed, agent=action.agent, run=start.run
+                    )
+                ]
             if action.stop is not None:
                 # Nothing more to do here: if the agent still runs it, reconciliation stops it
                 # when the agent registers again.
                 stop = action.stop
                 failed = f"stop on {action.agent} failed: {reason}"
-                return [QueryReport(stop.query_id, stop.run, "STOPPED", action.agent, failed)]
+                return [
+                    QueryStatusChanged(
+                        stop.query_id, "STOPPED", failed, agent=action.agent, run=stop.run
+                    )
+                ]
+            if action.explain is not None:
+                failed = f"explain on {action.agent} failed: {reason}"
+                return [
+                    SparkPlanExplained(action.explain.explanation_id, action.agent, None, failed)
+                ]
             workflow.logger.warning("reconciling %s failed: %s", action.agent, reason)
             return []
 
@@ -510,3 +540,9 @@ class CoordinatorWorkflow:
             if seen < horizon:
                 self.state.sender_seen_at.pop(sender, None)
                 self.state.sender_seqs.pop(sender, None)
+
+
+def _status_event(report: QueryReport) -> QueryStatusChanged:
+    return QueryStatusChanged(
+        report.query_id, report.status, report.error, agent=report.agent, run=report.run
+    )

@@ -353,6 +353,16 @@ class ExplainQuery(Request):
 
 
 @dataclass(frozen=True)
+class GetExplanation(Request):
+    """Spark's plan for an earlier ``EXPLAIN``, once its agent answered (see
+    :mod:`streamctl.activities.explain`)."""
+
+    kind: ClassVar[str] = "GetExplanation"
+    stage: ClassVar[int] = 3
+    id: int
+
+
+@dataclass(frozen=True)
 class Reoptimize(Request):
     kind: ClassVar[str] = "Reoptimize"
     stage: ClassVar[int] = 3
@@ -384,6 +394,18 @@ class QueryStatusChanged(Event):
     run: int = 0  # the start the report belongs to (QueryAssignment.run)
 
 
+@dataclass(frozen=True)
+class SparkPlanExplained(Event):
+    """An agent's answer to an explain action: Spark's plan, or why it could not build one."""
+
+    kind: ClassVar[str] = "SparkPlanExplained"
+    stage: ClassVar[int] = 3
+    explanation_id: int
+    agent: str
+    spark_plan: str | None = None
+    error: str | None = None
+
+
 REQUEST_TYPES: dict[str, type[Request]] = {
     cls.kind: cls
     for cls in (
@@ -409,6 +431,7 @@ REQUEST_TYPES: dict[str, type[Request]] = {
         StartQuery,
         StopQuery,
         ExplainQuery,
+        GetExplanation,
         Reoptimize,
         ExecuteStatement,
     )
@@ -423,6 +446,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         CheckLiveness,
         Statistics,
         QueryStatusChanged,
+        SparkPlanExplained,
     )
 }
 
