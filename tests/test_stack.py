@@ -117,6 +117,16 @@ def statements_and_queries(address: str, tmp_path: Path) -> None:
     people = streamctl("sql", "SHOW QUERIES", "--address", address)
     assert people.returncode == 0 and "RUNNING" in people.stdout, people.stdout
 
+    # EXPLAIN: the bound plan and placement from the coordinator, Spark's plan from the agent.
+    explain = "EXPLAIN SELECT id, v FROM ticks WHERE v > id INTO discard"
+    explained = streamctl("sql", explain, "--json", "--address", address)
+    assert explained.returncode == 0, explained.stdout + explained.stderr
+    [answer] = json.loads(explained.stdout)["statements"]
+    assert answer["result"]["placement"] == "local_1", answer
+    assert "== Physical Plan ==" in answer["result"]["spark_plan"], answer
+    shown = streamctl("sql", explain, "--address", address)
+    assert "FILTER" in shown.stdout and "Spark plan:" in shown.stdout, shown.stdout
+
     bad = streamctl("sql", "SELECT nothing FROM ticks INTO discard", "--address", address)
     assert bad.returncode == 1
     assert "UNKNOWN_COLUMN" in bad.stderr and "line 1, column 8" in bad.stderr, bad.stderr

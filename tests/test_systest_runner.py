@@ -1,6 +1,7 @@
-"""``streamctl systest`` as CI runs it: the NebulaStream suite's guide/ and operator/ folders
-through a real stack (dev server, coordinator, one Spark agent) must pass completely; and the
-runner's own pieces (statement options, file reading, summary) on their own."""
+"""``streamctl systest`` as CI runs it: the NebulaStream suite's guide/ and operator/ folders,
+and its inline source and sink files, through a real stack (dev server, coordinator, one Spark
+agent) must pass completely; and the runner's own pieces (statement options, testdata paths,
+file reading, summary) on their own."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from streamctl.client.systest import Outcome, Summary, with_option
+from streamctl.client.systest import Outcome, Summary, in_testdata, with_option
 from streamctl.client.systest_files import read_systest
 from streamctl.worker.supervisor import read_stack
 from streamctl.worker.temporal_server import free_port
@@ -33,11 +34,14 @@ def streamctl(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess[
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_guide_and_operator_pass_completely_through_the_coordinator(tmp_path: Path):
+def test_guide_operator_and_inline_files_pass_completely_through_the_coordinator(
+    tmp_path: Path,
+):
     state = tmp_path / "state"
     up = streamctl(
         "up", "--detach", "--state-dir", str(state),
         "--port", str(free_port()), "--ui-port", str(free_port()),
+        "--file-root", str(SUITE / "testdata"),
     )  # fmt: skip
     assert up.returncode == 0, up.stdout + up.stderr
     info = read_stack(state)
@@ -45,19 +49,22 @@ def test_guide_and_operator_pass_completely_through_the_coordinator(tmp_path: Pa
     try:
         result = streamctl(
             "systest", str(SUITE / "guide"), str(SUITE / "operator"),
+            str(SUITE / "sinks" / "InlineSink.test"), str(SUITE / "sources" / "InlineSource.test"),
             "--json", "-j", "2", "--address", info.address, "--state-dir", str(state),
         )  # fmt: skip
         report = json.loads(result.stdout)
         problems = [q for q in report["queries"] if q["status"] != "passed"]
         assert problems == [], json.dumps(problems, indent=1)[:4000]
         assert result.returncode == 0
-        assert (report["passed"], report["failed"], report["unsupported"]) == (121, 0, 0)
+        assert (report["passed"], report["failed"], report["unsupported"]) == (130, 0, 0)
         assert set(report["folders"]) == {
             "guide",
             "operator/map",
             "operator/projection",
             "operator/selection",
             "operator/union",
+            "sinks",
+            "sources",
         }
     finally:
         streamctl("down", "--state-dir", str(state), timeout=120)
@@ -70,6 +77,22 @@ def test_an_option_joins_the_set_clause_or_starts_one():
     )
     assert with_option("CREATE PHYSICAL SOURCE FOR s TYPE File SET('|' AS X) ;", option) == (
         "CREATE PHYSICAL SOURCE FOR s TYPE File SET('/d/a.csv' AS `SOURCE`.FILE_PATH, '|' AS X)"
+    )
+
+
+def test_testdata_relative_paths_become_absolute_and_absolute_ones_stay(tmp_path: Path):
+    inline = (
+        "SELECT * FROM File('small/a.csv' AS `SOURCE`.FILE_PATH, "
+        "'/abs/b.csv' as `SOURCE`.`FILE_PATH`) INTO File()"
+    )
+    assert in_testdata(inline, tmp_path) == (
+        f"SELECT * FROM File('{tmp_path}/small/a.csv' AS `SOURCE`.FILE_PATH, "
+        "'/abs/b.csv' as `SOURCE`.`FILE_PATH`) INTO File()"
+    )
+    generator = "SET('SEQUENCE UINT64 0 2 1, WORDLIST small/w.csv' AS `SOURCE`.GENERATOR_SCHEMA)"
+    assert in_testdata(generator, tmp_path) == (
+        f"SET('SEQUENCE UINT64 0 2 1, WORDLIST {tmp_path}/small/w.csv' AS "
+        "`SOURCE`.GENERATOR_SCHEMA)"
     )
 
 
