@@ -18,10 +18,18 @@ from typing import Any, cast
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from streamctl import config
+from streamctl.client.frontend import (
+    EXIT_REFUSED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    print_refusal,
+    read_sql_file,
+    run_query_action,
+    run_sql,
+)
 from streamctl.workflows.coordinator import (
     COORDINATOR_TASK_QUEUE,
     COORDINATOR_WORKFLOW_ID,
@@ -37,8 +45,6 @@ app.add_typer(bench_app, name="bench")
 query_app = typer.Typer(help="Start, stop, drop or show one query by id.", no_args_is_help=True)
 app.add_typer(query_app, name="query")
 console = Console()
-
-EXIT_UNREACHABLE = 3
 
 
 def _state_dir(state_dir: Path | None) -> Path:
@@ -237,16 +243,15 @@ def sql(
     workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID),
 ) -> None:
     """Run NebulaStream statements (CREATE, SELECT ... INTO, SHOW, DROP, EXPLAIN) in order."""
-    from streamctl.client.frontend import read_sql_file, run_sql
 
     if (text is None) == (file is None):
         Console(stderr=True).print("give the statements as an argument or with -f FILE, not both")
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_USAGE)
     try:
         statements = text if text is not None else read_sql_file(str(file))
     except OSError as error:
         Console(stderr=True).print(f"[red]cannot read {file}: {error.strerror}")
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_USAGE) from None
     target = _address(address, state_dir)
     _reachable(target, workflow_id, as_json)
     raise typer.Exit(run_sql(target, workflow_id, statements, as_json, console))
@@ -268,7 +273,7 @@ def systest(
     missing = [str(path) for path in paths if not path.exists()]
     if missing:
         Console(stderr=True).print(f"[red]no such file or folder: {', '.join(missing)}")
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_USAGE)
     directory = _state_dir(state_dir)
     target = _address(address, directory)
     started_here = False
@@ -299,7 +304,6 @@ def repl(
 ) -> None:
     """An interactive session: statements end with ';', history, Tab completion, tables."""
     from streamctl.client.client import CoordinatorClient
-    from streamctl.client.frontend import run_sql
     from streamctl.client.repl import run_repl
 
     directory = _state_dir(state_dir)
@@ -329,15 +333,12 @@ def apply(
     errors = Console(stderr=True)
     if verb not in ("register", "start", "stop", "unregister"):
         errors.print(f"unknown verb {verb!r}; use register, start, stop or unregister")
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_USAGE)
     try:
         spec = read_query_file(file)
     except ApplyFileError as error:
-        if as_json:
-            print(json.dumps({"ok": False, "error_code": "INVALID_FILE", "error": str(error)}))
-        else:
-            errors.print(f"[red]INVALID_FILE[/]: {escape(str(error))}", highlight=False)
-        raise typer.Exit(2) from None
+        print_refusal("INVALID_FILE", str(error), as_json)
+        raise typer.Exit(EXIT_USAGE) from None
     target = _address(address, state_dir)
     _reachable(target, workflow_id, as_json)
     log = (lambda _line: None) if as_json else (lambda line: console.print(f"[green]✓[/] {line}"))
@@ -345,11 +346,8 @@ def apply(
         try:
             result = Applier(client, spec, log).run(cast(Verb, verb))
         except CoordinatorError as error:
-            if as_json:
-                print(json.dumps({"ok": False, "error_code": error.code, "error": error.message}))
-            else:
-                errors.print(f"[red]{error.code}[/]: {escape(error.message)}", highlight=False)
-            raise typer.Exit(1) from None
+            print_refusal(error.code, error.message, as_json)
+            raise typer.Exit(EXIT_REFUSED) from None
     if as_json:
         print(json.dumps({"ok": True, **result}, default=str))
 
@@ -362,7 +360,6 @@ def _query_command(action: str) -> Any:
         state_dir: Path | None = typer.Option(None),
         workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID),
     ) -> None:
-        from streamctl.client.frontend import run_query_action
 
         target = _address(address, state_dir)
         _reachable(target, workflow_id, as_json)
@@ -446,7 +443,7 @@ def agent(
         require_java()
     except JavaMissing as error:
         console.print(f"[red]{error}")
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_USAGE) from None
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
             run_agent(

@@ -6,6 +6,7 @@ coordinator's answer as JSON with ``--json``; the exit code is what scripts trus
 
 * ``0`` every statement / the request succeeded;
 * ``1`` the coordinator refused it (the error code and message go to stderr, or into the JSON);
+* ``2`` bad usage or a malformed file (nothing was sent);
 * ``3`` no coordinator answered at the address.
 """
 
@@ -27,6 +28,7 @@ from streamctl.workflows import messages as m
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
+EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 
 EXPLAIN_WAIT_S = 60.0
@@ -53,13 +55,17 @@ def _ask(client: CoordinatorClient, request: m.Request, as_json: bool) -> tuple[
     try:
         return EXIT_OK, client.ask_blocking(request)
     except CoordinatorError as error:
-        if as_json:
-            print(json.dumps({"ok": False, "error_code": error.code, "error": error.message}))
-        else:
-            Console(stderr=True).print(
-                f"[red]{error.code}[/]: {escape(error.message)}", highlight=False
-            )
+        print_refusal(error.code, error.message, as_json)
         return EXIT_REFUSED, None
+
+
+def print_refusal(code: str, message: str, as_json: bool) -> None:
+    """A refusal as scripts and people read it: JSON on stdout, or the code and message on
+    stderr."""
+    if as_json:
+        print(json.dumps({"ok": False, "error_code": code, "error": message}))
+    else:
+        Console(stderr=True).print(f"[red]{code}[/]: {escape(message)}", highlight=False)
 
 
 def with_spark_plans(

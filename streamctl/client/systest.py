@@ -44,6 +44,9 @@ from typing import Any
 from streamctl.client.client import CoordinatorClient
 from streamctl.client.systest_compare import Row, compare_rows, split_expected_row
 from streamctl.client.systest_files import Query, Statement, SystestFile, read_systest
+from streamctl.planner.connectors.options import normalize_sink_options
+from streamctl.planner.connectors.sinks import read_checksum, read_file_sink_lines, split_sink_line
+from streamctl.planner.connectors.specs import ConnectorError, SinkSpec
 from streamctl.planner.errors import NES_ERROR_NUMBERS, NOT_SUPPORTED
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import query_name
@@ -426,10 +429,6 @@ def with_option(statement: str, option: str) -> str:
 
 
 def _read_sink(sink: _Sink, query_id: int) -> tuple[list[Row], list[str]]:
-    from streamctl.planner.connectors.options import normalize_sink_options
-    from streamctl.planner.connectors.sinks import read_checksum, read_file_sink_lines
-    from streamctl.planner.connectors.specs import SinkSpec
-
     types = [str(column["type"]) for column in sink.schema]
     config = normalize_sink_options(sink.type, sink.config)
     name = query_name(query_id)
@@ -439,12 +438,18 @@ def _read_sink(sink: _Sink, query_id: int) -> tuple[list[Row], list[str]]:
     spec = SinkSpec(sink.name, sink.type, config, sink.schema)
     lines = read_file_sink_lines(spec, name)
     delimiter = str(config.get("field_delimiter") or ",")
-    rows = [_split_line(line, len(types), delimiter) for line in lines]
+    quoted = bool(config.get("quote_strings"))
+    rows = [_sink_row(line, types, delimiter, quoted) for line in lines]
     return rows, types
 
 
-def _split_line(line: str, width: int, delimiter: str) -> Row:
-    parts = line.split(delimiter)
-    if len(parts) != width:
+def _sink_row(line: str, types: list[str], delimiter: str, quoted: bool) -> Row:
+    """A line the sink wrote as a row of texts (``None`` for NULL); a line that does not
+    split into the sink's columns stays one field, so the comparison shows it whole."""
+    try:
+        parts = split_sink_line(line, types, delimiter, quoted)
+    except ConnectorError:
+        return [line]
+    if len(parts) != len(types):
         return [line]
     return [None if part == "NULL" else part for part in parts]

@@ -417,13 +417,13 @@ def read_file_sink(
     return [
         tuple(
             parse_value(t, text)
-            for t, text in zip(types, _split_line(line, types, delimiter, quoted), strict=True)
+            for t, text in zip(types, split_sink_line(line, types, delimiter, quoted), strict=True)
         )
         for line in lines
     ]
 
 
-def _split_line(line: str, types: Sequence[str], delimiter: str, quoted: bool) -> list[str]:
+def split_sink_line(line: str, types: Sequence[str], delimiter: str, quoted: bool) -> list[str]:
     """The fields of a CSV line written by a FILE sink.
 
     NES writes strings as they are, so an unquoted string may contain the delimiter: with one
