@@ -545,8 +545,10 @@ def bench_soak(
 
 def main() -> None:
     """Run the command, then leave without interpreter finalization: the Temporal client's
-    native threads can still hold grpc state then, and finalizing under them aborted the
-    process (``PyGILState_Release``) after the command had already done its work."""
+    Tokio threads (its Rust core) can outlive the command and race the interpreter's teardown,
+    which aborts the process (``Fatal Python error: PyGILState_Release``) after the command
+    has done its work. This is the SDK's open issue temporalio/sdk-python#300; skipping
+    finalization (after flushing) is the known way around it."""
     import logging
 
     code: int = 0
