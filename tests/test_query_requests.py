@@ -209,3 +209,24 @@ def test_an_agent_declared_dead_that_heartbeats_again_is_back_and_reconciled(cat
     [worker, query] = run_pass(activities, 6, [m.GetWorker("a1"), m.GetQuery(query_id)])
     assert worker["result"]["state"] == "ALIVE"
     assert (query["result"]["current_state"], query["result"]["worker"]) == ("STARTING", "a1")
+
+
+@pytest.mark.parametrize(
+    ("error", "state"),
+    [
+        ("[CAST_INVALID_INPUT] The value 'x' cannot be cast to BIGINT. SQLSTATE: 22018", "FAILED"),
+        ("[USER_RAISED_EXCEPTION] source 1: column 'ID' cannot take 'x' SQLSTATE: P0001", "FAILED"),
+        ("Connection refused: 127.0.0.1:1", "RECOVERING"),
+    ],
+)
+def test_a_query_failing_on_its_input_fails_at_once_other_crashes_restart(
+    catalog_url, error, state
+):
+    activities = CatalogActivities(catalog_url)
+    run_pass(activities, 1, SETUP, events=(m.RegisterWorker("a1"),))
+    [created] = run_pass(activities, 2, [m.CreateQuery("SELECT id, amount FROM orders INTO big")])
+    query_id = created["result"]["id"]
+    run_pass(activities, 3, [], events=(m.QueryStatusChanged(query_id, "RUNNING", None, "a1", 1),))
+    run_pass(activities, 4, [], events=(m.QueryStatusChanged(query_id, "CRASHED", error, "a1", 1),))
+    [got] = run_pass(activities, 5, [m.GetQuery(query_id)])
+    assert (got["result"]["current_state"], got["result"]["error"]) == (state, error)

@@ -32,6 +32,7 @@ from streamctl.lifecycle.queries import (
     QueryState,
     QueryTrigger,
     can_transition,
+    fails_on_its_input,
     transition,
 )
 from streamctl.planner import ast
@@ -305,10 +306,14 @@ def _crashed(ctx: PassContext, row: QueryRow, error: str, now: float) -> None:
     recovering = transition(before, T.CRASHED)
     agent = row.worker
     row.worker = None
-    if policy.exhausted(row.restarts):
+    if fails_on_its_input(error):
         row.current_state = transition(recovering, T.GIVE_UP)
         row.retry_at = None
-        reason = f"gave up after {row.restarts - 1} restarts: {error}"
+        reason = "failed on its input (a restart would fail the same way)"
+    elif policy.exhausted(row.restarts):
+        row.current_state = transition(recovering, T.GIVE_UP)
+        row.retry_at = None
+        reason = f"gave up after {row.restarts - 1} restarts"
     else:
         row.current_state = recovering
         row.retry_at = now + policy.delay(row.restarts)

@@ -20,6 +20,7 @@ agent turning ``DEAD``). A transition not in :data:`TRANSITIONS` raises
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -95,6 +96,19 @@ def transition(state: QueryState, trigger: QueryTrigger) -> QueryState:
 
 def can_transition(state: QueryState, trigger: QueryTrigger) -> bool:
     return (state, trigger) in TRANSITIONS
+
+
+DATA_ERROR = re.compile(r"\[USER_RAISED_EXCEPTION\]|SQLSTATE: 22[0-9A-Z]{3}")
+"""Spark errors raised by a query's input itself: SQL's data exceptions (class 22: a cast that
+cannot take a value, a division by zero, an overflow) and the connectors' own checks of a field
+(``raise_error``: a malformed CSV line, a value outside its type)."""
+
+
+def fails_on_its_input(error: str) -> bool:
+    """Whether a crash came from the data the query reads. A restart would read the same input
+    from its checkpoint and fail the same way, so such a query fails at once (NebulaStream's
+    runtime errors) instead of going through its restarts."""
+    return DATA_ERROR.search(error) is not None
 
 
 @dataclass(frozen=True)
