@@ -108,6 +108,7 @@ def test_paths_outside_the_file_roots_are_refused_and_create_nothing(catalog_url
         activities, 2, [m.CreateQuery(inline_query(str(files.parent / "shared" / "b.csv")))]
     )
     assert allowed["ok"], allowed
+    assert allowed["result"]["id"] == 1  # the refused queries took no id
 
 
 def test_statements_mix_inline_and_catalog_objects(catalog_url, files):

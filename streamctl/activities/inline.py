@@ -16,7 +16,7 @@ A query may define its sources and its sink inside the statement, as NebulaStrea
    ``<state dir>/files``), and every path must lie under one of the file roots (the files
    directory and ``STREAMCTL_FILE_ROOTS``, ``streamctl up --file-root DIR``). A File or
    Checksum sink without a path writes under ``<files dir>/sinks/<sink name>``;
-3. creates, in the same pass, a logical source and its physical source for each inline source
+3. creates them, in the same pass, a logical source and its physical source for each inline source
    (``query<id>.source<n>``) and a sink for an inline sink (``query<id>.sink``);
 4. rewrites the plan to scan those logical sources, so an agent only ever runs a plan over
    catalog sources into a catalog sink, whatever the statement looked like.
@@ -137,12 +137,9 @@ def prepare(
     return InlineObjects(rebound, sources, sink)
 
 
-def materialize(
-    ctx: PassContext, statement: ast.QueryStatement, bound: BoundQuery, query_id: int
-) -> BoundQuery:
-    """Create the catalog objects of ``bound``'s inline sources and sink for query
-    ``query_id`` and return the query bound to them (nothing is created when a check fails)."""
-    objects = prepare(ctx, statement, bound, query_id)
+def materialize(ctx: PassContext, objects: InlineObjects, query_id: int) -> BoundQuery:
+    """Create the catalog objects :func:`prepare` checked for query ``query_id``; return the
+    query bound to them."""
     version = ctx.view.version
     reason = f"defined inline in query {query_id}"
     for source in objects.sources:

@@ -3,8 +3,9 @@
 Protocol within a pass
 ----------------------
 * ``CreateQuery`` parses the statement (NebulaStream dialect), binds it against the catalog as
-  this pass sees it, refuses anything but reads of catalog sources into a catalog sink, stores
-  the bound plan and tries to place and start the query at once.
+  this pass sees it, turns inline sources and sinks into catalog objects owned by the query
+  (:mod:`streamctl.activities.inline`), so the stored plan reads catalog sources into a
+  catalog sink only, and tries to place and start the query at once.
 * Every change of a query's current state goes through :func:`streamctl.lifecycle.queries.
   transition`; a report that does not fit the state (a duplicate, a late one) changes nothing.
 * Starting a query means: pick an agent (:func:`streamctl.planner.placement.place`), move the
@@ -171,9 +172,10 @@ def create(
             f"the statement writes INTO {target} but the request names sink {sink!r}",
         )
     view = ctx.view
-    query_id = view.next_id("query")
-    if bound.inline_sources or bound.inline_sink is not None:
-        bound = inline.materialize(ctx, statement, bound, query_id)
+    query_id = view.peek_id("query")
+    objects = inline.prepare(ctx, statement, bound, query_id)  # checks; nothing changes yet
+    view.next_id("query")  # take the id the inline objects are named after
+    bound = inline.materialize(ctx, objects, query_id)
     assert bound.sink_name is not None
     row = QueryRow(
         id=query_id,

@@ -267,6 +267,12 @@ class CatalogView:
 
     # --- ids ------------------------------------------------------------------------------
 
+    def peek_id(self, sequence: str) -> int:
+        """The id :meth:`next_id` will hand out next, without taking it."""
+        value = self.next_id(sequence)
+        self._sequences[sequence].next_value = value
+        return value
+
     def next_id(self, sequence: str) -> int:
         row = self._sequences.get(sequence)
         if row is None:
