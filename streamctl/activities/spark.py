@@ -19,7 +19,9 @@ Guarantees:
   committed batch (the checkpoint root must be shared storage when agents run on different
   machines).
 * A query's termination is reported once, as ``STOPPED`` after a stop asked for, ``FINISHED``
-  when bounded input ended, or ``CRASHED`` with Spark's error.
+  when bounded input ended, or ``CRASHED`` with Spark's error, also when it ends before its
+  start action has recorded it; then the agent forgets the query, so a long-lived agent does
+  not keep every query it ever ran (their plans and progress) in the JVM.
 """
 
 from __future__ import annotations
@@ -65,6 +67,10 @@ operator's details."""
 LOCK_TIMEOUT_S = 60.0
 """How long an action waits for another start or stop of this agent to finish."""
 
+MAX_ENDED_EARLY = 1000
+"""Run ids remembered as ended before their start was recorded (a bound: a run id of no query
+of this agent would otherwise stay forever)."""
+
 EventSink = Callable[[m.Event], None]
 """Where an agent's events go (the client's non-blocking ``try_send`` in the agent process)."""
 
@@ -93,8 +99,11 @@ class SparkQueries:
         self.checkpoint_root = Path(checkpoint_root)
         self.work_root = Path(work_root)
         self._emit = emit
-        self._lock = threading.RLock()
-        self._started: dict[int, _Started] = {}
+        self._lock = threading.RLock()  # one start or stop at a time
+        # Guards the two maps below only, never a call into Spark: the listener takes it too.
+        self._registry = threading.Lock()
+        self._started: dict[int, _Started] = {}  # runs started here and not yet ended
+        self._ended_early: dict[str, str | None] = {}  # run id -> error, ended before recorded
         self._active: set[int] = set()  # query ids started here and not yet terminated
         self._listener = _Listener(self)
         session.streams.addListener(self._listener)
@@ -137,10 +146,8 @@ class SparkQueries:
                     output_mode=translated.output_mode,
                     available_now=translated.available_now,
                 )
-            self._started[assignment.query_id] = _Started(
-                spark_query, assignment.run, str(spark_query.runId)
-            )
-            self._active.add(assignment.query_id)
+            started = _Started(spark_query, assignment.run, str(spark_query.runId))
+            self._record_start(assignment.query_id, started)
             return self._report(assignment.query_id, assignment.run, AgentStatus.RUNNING)
 
     def stop(self, assignment: StopAssignment) -> QueryReport:
@@ -161,7 +168,7 @@ class SparkQueries:
         with self._locked("listing queries"):
             return [
                 self._report(query_id, started.run, AgentStatus.RUNNING)
-                for query_id, started in sorted(self._started.items())
+                for query_id, started in sorted(self._recorded())
                 if started.query.isActive
             ]
 
@@ -194,7 +201,7 @@ class SparkQueries:
 
     def stop_all(self) -> None:
         with self._lock:
-            running = [s for s in self._started.values() if s.query.isActive]
+            running = [s for _, s in self._recorded() if s.query.isActive]
             for started in running:
                 started.stopping = True
         for started in running:
@@ -253,36 +260,55 @@ class SparkQueries:
             return None  # not one of ours
         return int(name[1:])
 
-    def on_terminated(self, name: str | None, error: str | None) -> None:
-        query_id = self._query_id_of(name)
-        if query_id is None:
-            return
-        # Spark's listener thread never takes the lock: an action holding it may be waiting on
-        # Spark, and Spark on this callback.
+    def on_terminated(self, run_id: str, error: str | None) -> None:
+        """Spark ended the run ``run_id``: report how, and forget the query (a terminated
+        ``StreamingQuery`` keeps its plans and progress alive in the JVM)."""
+        # Spark's listener thread never takes the action lock: an action holding it may be
+        # waiting on Spark, and Spark on this callback.
+        with self._registry:
+            ended = next(((qid, s) for qid, s in self._started.items() if s.run_id == run_id), None)
+            if ended is None:
+                # A bounded query can end before start() has recorded its run: start()
+                # reports it when it does.
+                self._ended_early[run_id] = error
+                while len(self._ended_early) > MAX_ENDED_EARLY:
+                    del self._ended_early[next(iter(self._ended_early))]
+                return
+            query_id, started = ended
+            del self._started[query_id]
+        self._report_end(query_id, started, error)
+
+    def _recorded(self) -> tuple[tuple[int, _Started], ...]:
+        with self._registry:
+            return tuple(self._started.items())
+
+    def _record_start(self, query_id: int, started: _Started) -> None:
+        with self._registry:
+            self._started[query_id] = started
+            self._active.add(query_id)
+            ended_early = started.run_id in self._ended_early
+            error = self._ended_early.pop(started.run_id, None)
+            if ended_early:
+                del self._started[query_id]
+        if ended_early:
+            self._report_end(query_id, started, error)
+
+    def _report_end(self, query_id: int, started: _Started, error: str | None) -> None:
         self._active.discard(query_id)
-        started = self._started.get(query_id)
-        if started is None:
-            return
-        run, stopping = started.run, started.stopping
         if error:
             status = AgentStatus.CRASHED
-        elif stopping:
+        elif started.stopping:
             status = AgentStatus.STOPPED
         else:
             status = AgentStatus.FINISHED
-        self._emit(m.QueryStatusChanged(query_id, str(status), error, agent=self.agent, run=run))
+        self._emit(
+            m.QueryStatusChanged(query_id, str(status), error, agent=self.agent, run=started.run)
+        )
 
     def on_progress(self, name: str | None, values: dict[str, float]) -> None:
         query_id = self._query_id_of(name)
         if query_id is not None:
             self._emit(m.Statistics(query_id, values))
-
-    def query_name_of_run(self, run_id: str) -> str | None:
-        """Spark's termination event has ids but no name; find the query by its run id."""
-        for query_id, started in list(self._started.items()):
-            if started.run_id == run_id:
-                return query_name(query_id)
-        return None
 
 
 def _is_connect(session: SparkSession) -> bool:
@@ -318,8 +344,7 @@ class _Listener(StreamingQueryListener):
 
     def onQueryTerminated(self, event: Any) -> None:
         try:
-            name = self._queries.query_name_of_run(str(event.runId))
-            self._queries.on_terminated(name, event.exception)
+            self._queries.on_terminated(str(event.runId), event.exception)
         except Exception:
             log.exception("could not report a terminated streaming query")
 

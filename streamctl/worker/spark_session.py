@@ -28,6 +28,15 @@ BASE_CONFIG: Mapping[str, str] = {
     "spark.sql.streaming.stopTimeout": "60000",
     "spark.pyspark.python": sys.executable,
     "spark.pyspark.driver.python": sys.executable,
+    # An agent runs for weeks and starts thousands of short queries: keep Spark's status
+    # store (what its UI shows) to the recent ones instead of a thousand jobs, stages and
+    # executions, which fill a default 1 GiB driver heap.
+    "spark.ui.retainedJobs": "100",
+    "spark.ui.retainedStages": "100",
+    "spark.ui.retainedTasks": "10000",
+    "spark.sql.ui.retainedExecutions": "100",
+    "spark.sql.streaming.ui.retainedQueries": "20",
+    "spark.sql.streaming.ui.retainedProgressUpdates": "20",
 }
 
 
