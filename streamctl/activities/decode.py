@@ -40,6 +40,14 @@ def _adapter(cls: type[m.Message]) -> TypeAdapter[Any]:
     return adapter
 
 
+def prepare() -> None:
+    """Build every message class's adapter now (a process that will decode pays it up
+    front, not in its first pass)."""
+    for cls in (*m.REQUEST_TYPES.values(), *m.EVENT_TYPES.values()):
+        _adapter(cls)
+        _allowed_fields(cls)
+
+
 def _allowed_fields(cls: type[m.Message]) -> frozenset[str]:
     """``dataclasses.fields`` is slow enough to matter once per request; ask once per class."""
     names = _field_names.get(cls)

@@ -21,6 +21,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import SharedStateManager, Worker
 
+from streamctl.activities import decode
 from streamctl.activities.passes import CatalogActivities
 from streamctl.catalog.store import catalog_engine
 from streamctl.workflows.coordinator import (
@@ -94,6 +95,20 @@ def exit_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
+def prepare_activity_process(parent_pid: int, catalog_url: str) -> None:
+    """Start an activity process: end it with the worker, and pay the one-time costs (the
+    pass code's imports, the message adapters, the catalog's connection pool) now rather than
+    in the first passes after a (re)start, which would otherwise take seconds."""
+    exit_with_parent(parent_pid)
+    decode.prepare()
+    catalog_engine(catalog_url).connect().close()
+
+
+def _process_ready() -> int:
+    time.sleep(0.2)  # both slots at once: the pool starts a process for each
+    return os.getpid()
+
+
 async def run_coordinator_worker(
     address: str,
     namespace: str,
@@ -114,10 +129,14 @@ async def run_coordinator_worker(
         ProcessPoolExecutor(
             max_workers=ACTIVITY_SLOTS,
             mp_context=context,
-            initializer=exit_with_parent,
-            initargs=(os.getpid(),),
+            initializer=prepare_activity_process,
+            initargs=(os.getpid(), catalog_url),
         ) as executor,
     ):
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(
+            *(loop.run_in_executor(executor, _process_ready) for _ in range(ACTIVITY_SLOTS))
+        )
         worker = build_worker(
             client,
             catalog_url,
