@@ -101,7 +101,10 @@ def prepare_activity_process(parent_pid: int, catalog_url: str) -> None:
     in the first passes after a (re)start, which would otherwise take seconds."""
     exit_with_parent(parent_pid)
     decode.prepare()
-    catalog_engine(catalog_url).connect().close()
+    try:
+        catalog_engine(catalog_url).connect().close()
+    except Exception:  # the catalog may be down now: the passes retry, a broken pool never would
+        log.warning("could not open the catalog yet; the first pass will", exc_info=True)
 
 
 def _process_ready() -> int:
