@@ -1,5 +1,5 @@
 """``streamctl systest`` as CI runs it: the NebulaStream suite's guide/ and operator/ folders,
-and its inline source and sink files, through a real stack (dev server, coordinator, one Spark
+its inline source and sink files and its TCP source files, through a real stack (dev server, coordinator, one Spark
 agent) must pass completely; and the runner's own pieces (statement options, testdata paths,
 file reading, summary) on their own."""
 
@@ -34,7 +34,7 @@ def streamctl(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess[
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_guide_operator_and_inline_files_pass_completely_through_the_coordinator(
+def test_guide_operator_inline_and_tcp_files_pass_completely_through_the_coordinator(
     tmp_path: Path,
 ):
     state = tmp_path / "state"
@@ -50,13 +50,14 @@ def test_guide_operator_and_inline_files_pass_completely_through_the_coordinator
         result = streamctl(
             "systest", str(SUITE / "guide"), str(SUITE / "operator"),
             str(SUITE / "sinks" / "InlineSink.test"), str(SUITE / "sources" / "InlineSource.test"),
+            str(SUITE / "sources" / "TCP.test"), str(SUITE / "sources" / "Mixed.test"),
             "--json", "-j", "2", "--address", info.address, "--state-dir", str(state),
         )  # fmt: skip
         report = json.loads(result.stdout)
         problems = [q for q in report["queries"] if q["status"] != "passed"]
         assert problems == [], json.dumps(problems, indent=1)[:4000]
         assert result.returncode == 0
-        assert (report["passed"], report["failed"], report["unsupported"]) == (130, 0, 0)
+        assert (report["passed"], report["failed"], report["unsupported"]) == (134, 0, 0)
         assert set(report["folders"]) == {
             "guide",
             "operator/map",

@@ -17,9 +17,15 @@ test file's own constructs are its business:
 * ``File`` and ``Checksum`` sinks without a path get one in the run's work directory, so the
   runner can read what each query wrote (``<path>/q<id>``). An inline sink (``INTO File()``)
   gets its path from the coordinator, and the runner asks for it (``GetSink``).
+* A ``TCP`` physical source with ``ATTACH`` data gets a TCP server of the runner's own on
+  loopback (``SOCKET_HOST``/``SOCKET_PORT``), which sends the data to every connection and
+  closes it, as the suite's own data server does.
 * Each query is created with ``SELECT ... INTO``; the runner waits until the coordinator
-  reports it ``FINISHED`` (bounded input processed, every window emitted) or ``FAILED``, reads
-  the sink and compares the rows with the expectation as a multiset
+  reports it ``FINISHED`` (bounded input processed, every window emitted) or ``FAILED``. A
+  query over a TCP source never finishes on Spark (its socket source does not end when the
+  server closes), so the runner waits instead until its sink holds the expected number of
+  rows (or, without a count, until the sink stops growing), then stops it. It reads the sink
+  and compares the rows with the expectation as a multiset
   (:mod:`streamctl.client.systest_compare`), or compares the error number with ``ERROR n``, or
   runs the ``====`` differential query and compares both results. Then it drops the query.
 * At the end of a file it drops the file's sinks and logical sources (``CASCADE``), so the next
@@ -61,9 +67,9 @@ _SINK = re.compile(r"^\s*CREATE\s+SINK\b", re.IGNORECASE)
 _SET_CLAUSE = re.compile(r"\bSET\s*\(", re.IGNORECASE)
 _FILE_PATH = re.compile(r"FILE_PATH", re.IGNORECASE)
 _TYPE = re.compile(r"\bTYPE\s+([A-Za-z_]+)", re.IGNORECASE)
-_UNAVAILABLE_SOURCES = {
-    "TCP": "TCP source: the suite's TCP data server is not part of the runner",
-}
+UNBOUNDED_QUIET_S = 3.0
+"""A query over an unbounded source with no row count to wait for is done when its sink has
+not grown for this long."""
 _READABLE_SINKS = ("FILE", "CHECKSUM")
 _INLINE_FILE_PATH = re.compile(
     r"'(?P<path>[^']*)'(?P<key>\s+AS\s+`?SOURCE`?\s*\.\s*`?FILE_PATH`?)", re.IGNORECASE
@@ -176,7 +182,8 @@ class _FileRun:
     testdata: Path
     sinks: dict[str, _Sink] = field(default_factory=dict)
     logical_sources: list[str] = field(default_factory=list)
-    unavailable: str | None = None
+    unbounded_sources: set[str] = field(default_factory=set)  # logical sources, casefolded
+    servers: list[asyncio.Server] = field(default_factory=list)
     setup_errors: list[str] = field(default_factory=list)
 
 
@@ -235,11 +242,12 @@ class SystestRunner:
     async def _statement(self, run: _FileRun, block: Statement) -> None:
         text = in_testdata(block.text, run.testdata)
         if _PHYSICAL_SOURCE.match(text):
-            source_type = _statement_type(text)
-            if source_type in _UNAVAILABLE_SOURCES:
-                run.unavailable = _UNAVAILABLE_SOURCES[source_type]
             path = self._attachment(run, block)
-            if path is not None:
+            if path is not None and _statement_type(text) == "TCP":
+                port = await _serve(run, path.read_bytes())
+                text = with_option(text, "'127.0.0.1' AS `SOURCE`.SOCKET_HOST")
+                text = with_option(text, f"{port} AS `SOURCE`.SOCKET_PORT")
+            elif path is not None:
                 text = with_option(text, f"'{path}' AS `SOURCE`.FILE_PATH")
         elif (
             _SINK.match(text)
@@ -258,6 +266,8 @@ class SystestRunner:
             result = answer["result"]
             if answer["statement"] == "CREATE LOGICAL SOURCE":
                 run.logical_sources.append(result["name"])
+            elif answer["statement"] == "CREATE PHYSICAL SOURCE" and result["type"] == "TCP":
+                run.unbounded_sources.add(str(result["logical_source"]).casefold())
             elif answer["statement"] == "CREATE SINK":
                 run.sinks[result["name"].casefold()] = _Sink(
                     result["name"], result["type"], result["config"], result["schema"]
@@ -273,6 +283,8 @@ class SystestRunner:
         return None
 
     async def _clean_up(self, run: _FileRun) -> None:
+        for server in run.servers:
+            server.close()
         for sink in run.sinks.values():
             await self.client.ask_response(m.DropSink(sink.name, cascade=True))
         for name in run.logical_sources:
@@ -284,10 +296,9 @@ class SystestRunner:
         def outcome(status: str, detail: str = "") -> Outcome:
             return Outcome(run.systest.name, query.line, query.index, status, detail)
 
-        if run.unavailable is not None:
-            return outcome("unsupported", run.unavailable)
+        expected_rows = None if query.expected_rows is None else len(query.expected_rows)
         try:
-            result = await self._execute(run, query.text)
+            result = await self._execute(run, query.text, expected_rows)
         except _Refused as refused:
             return self._refused(outcome, query, refused, run)
         except _Unreadable as reason:
@@ -329,7 +340,9 @@ class SystestRunner:
             detail += f" (after set-up errors: {'; '.join(run.setup_errors)})"
         return outcome("failed", detail)
 
-    async def _execute(self, run: _FileRun, text: str) -> tuple[list[Row], list[str]]:
+    async def _execute(
+        self, run: _FileRun, text: str, expected_rows: int | None = None
+    ) -> tuple[list[Row], list[str]]:
         """Create the query, wait for its end, read its rows, drop it."""
         statement = m.ExecuteStatement(in_testdata(text, run.testdata))
         response = await self.client.ask_response(statement)
@@ -347,6 +360,9 @@ class SystestRunner:
             if sink is None or sink.type not in _READABLE_SINKS:
                 kind = "an unknown" if sink is None else f"a {sink.type}"
                 raise _Unreadable(f"the query writes into {kind} sink, which cannot be read back")
+            sources = (await self.client.ask(m.GetQuery(query_id)))["sources"]
+            if run.unbounded_sources & {str(name).casefold() for name in sources}:
+                return await self._rows_so_far(sink, query_id, expected_rows)
             state = await self._wait(query_id)
             if state["current_state"] == "FAILED":
                 raise _Failed(f"the query failed: {_first_line(state['error'])}")
@@ -366,6 +382,32 @@ class SystestRunner:
             return None
         found = response.result
         return _Sink(found["name"], found["type"], found["config"], found["schema"])
+
+    async def _rows_so_far(
+        self, sink: _Sink, query_id: int, expected_rows: int | None
+    ) -> tuple[list[Row], list[str]]:
+        """The rows of a query over an unbounded source, once it wrote ``expected_rows`` (or,
+        without a count, once its sink stopped growing)."""
+        deadline = time.monotonic() + QUERY_TIMEOUT_S
+        seen, grew_at = -1, time.monotonic()
+        while True:
+            state: dict[str, Any] = await self.client.ask(m.GetQuery(query_id))
+            if state["current_state"] == "FAILED":
+                raise _Failed(f"the query failed: {_first_line(state['error'])}")
+            rows, types = _read_sink(sink, query_id)
+            if len(rows) != seen:
+                seen, grew_at = len(rows), time.monotonic()
+            if expected_rows is not None and len(rows) >= expected_rows:
+                return rows, types
+            if expected_rows is None and rows and time.monotonic() - grew_at > UNBOUNDED_QUIET_S:
+                return rows, types
+            if time.monotonic() > deadline:
+                wanted = "rows" if expected_rows is None else f"of {expected_rows} rows"
+                raise _Failed(
+                    f"the query over an unbounded source wrote {len(rows)} {wanted} within "
+                    f"{QUERY_TIMEOUT_S:.0f} s (state {state['current_state']})"
+                )
+            await asyncio.sleep(POLL_S)
 
     async def _wait(self, query_id: int) -> dict[str, Any]:
         deadline = time.monotonic() + QUERY_TIMEOUT_S
@@ -401,6 +443,21 @@ def _first_line(error: str | None) -> str:
 def _statement_type(text: str) -> str:
     found = _TYPE.search(text)
     return found.group(1).upper() if found else ""
+
+
+async def _serve(run: _FileRun, data: bytes) -> int:
+    """Start a loopback TCP server that sends ``data`` to every connection, then closes it;
+    answer its port."""
+
+    async def send(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(data)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(send, "127.0.0.1", 0)
+    run.servers.append(server)
+    port: int = server.sockets[0].getsockname()[1]
+    return port
 
 
 def in_testdata(statement: str, testdata: Path) -> str:
