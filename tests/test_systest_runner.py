@@ -1,7 +1,7 @@
 """``streamctl systest`` as CI runs it: the NebulaStream suite's guide/ and operator/ folders,
-its inline source and sink files and its TCP source files, through a real stack (dev server, coordinator, one Spark
-agent) must pass completely; and the runner's own pieces (statement options, testdata paths,
-file reading, summary) on their own."""
+its inline source and sink files and its TCP source files, through a real stack (dev server,
+coordinator, one Spark agent) must pass completely; and the runner's own pieces (statement
+options, testdata paths, file reading, summary) on their own."""
 
 from __future__ import annotations
 
