@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from streamctl.activities import explain, inline, statements
+from streamctl.activities import explain, history, inline, reoptimize, statements
 from streamctl.activities import queries as queries_stage
 from streamctl.activities.context import PassContext, RequestFailed
 from streamctl.activities.validate import checked_kind as _kind
@@ -409,17 +409,6 @@ def list_sinks(ctx: PassContext, _request: m.ListSinks) -> Any:
     return [sink_json(row) for row in sorted(ctx.view.sinks.all(), key=lambda r: r.name)]
 
 
-# --- queries (stage 3): issue 3 brings the planner and Spark --------------------------------
-
-
-def not_yet_supported(_ctx: PassContext, request: m.Request) -> Any:
-    raise RequestFailed(
-        ErrorCode.NOT_SUPPORTED,
-        f"{request.kind} is not supported yet: statements and reoptimization arrive with the "
-        "operations work",
-    )
-
-
 RequestHandler = Callable[[PassContext, Any], Any]
 EventHandler = Callable[[PassContext, Any, float], None]
 
@@ -447,7 +436,8 @@ REQUEST_HANDLERS: dict[str, RequestHandler] = {
     m.StopQuery.kind: queries_stage.stop_query,
     m.ExplainQuery.kind: explain.explain_query,
     m.GetExplanation.kind: explain.get_explanation,
-    m.Reoptimize.kind: not_yet_supported,
+    m.Reoptimize.kind: reoptimize.reoptimize,
+    m.ListChanges.kind: history.list_changes,
     m.ExecuteStatement.kind: lambda ctx, request: statements.execute_statement(
         ctx, request, REQUEST_HANDLERS, declare_worker, drop_worker
     ),

@@ -14,7 +14,10 @@ Protocol within a pass
   queues and feeds their outcomes back as ``QueryStatusChanged`` events, like the agents' own
   reports.
 * At the end of every pass, :func:`schedule` starts the queries that wait for an agent
-  (``CREATED``, or ``RECOVERING`` whose backoff has passed).
+  (``CREATED``, ``RECOVERING`` whose backoff has passed, or ``STOPPED`` in the middle of a
+  move).
+* A stop report for a query whose desired state is still ``RUNNING`` ends a move
+  (:mod:`streamctl.activities.reoptimize`): the query starts on another agent at once.
 * A report carries its agent and run; one from another agent or an earlier run is stale and
   ignored, except that an agent running a query the catalog does not want there is told to
   stop it.
@@ -41,6 +44,7 @@ from streamctl.planner.binder import BoundQuery, LogicalSourceInfo, SinkInfo, bi
 from streamctl.planner.errors import INVALID_STATEMENT, PlannerError
 from streamctl.planner.parser import parse_query
 from streamctl.planner.placement import AgentSlots, Placement, count_active, place
+from streamctl.planner.reoptimization import track_lag
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import (
     AgentAction,
@@ -214,7 +218,7 @@ def start_query(ctx: PassContext, request: m.StartQuery) -> Any:
             )
         row.desired_state = S.RUNNING
         row.restarts = 0
-        _start_on(ctx, row, placement, "StartQuery")
+        start_on(ctx, row, placement, "StartQuery")
     elif row.desired_state != S.RUNNING:
         row.desired_state = S.RUNNING
         ctx.stamp(row)
@@ -278,6 +282,7 @@ def query_status_changed(ctx: PassContext, event: m.QueryStatusChanged, received
         return
     after = transition(before, trigger)
     row.current_state = after
+    left = row.worker
     if after is S.RUNNING:
         row.started_at = now
         row.error = None
@@ -287,15 +292,21 @@ def query_status_changed(ctx: PassContext, event: m.QueryStatusChanged, received
     ctx.record(
         "query", row.id, f"{before}->{after}", f"{event.agent or 'agent'} reported {event.status}"
     )
+    if after is S.STOPPED and row.desired_state == S.RUNNING:
+        # A move (streamctl.activities.reoptimize): stopped where it was, it starts elsewhere.
+        placement = _placement(ctx, row, exclude=[left] if left else [])
+        if placement is not None:
+            start_on(ctx, row, placement, f"moved off {left}")
 
 
 def statistics(ctx: PassContext, event: m.Statistics, received_at: float) -> None:
-    """Keep the latest progress of a running query (not in the changelog: it is not a change
-    of the deployment, and it arrives every few seconds per query)."""
+    """Keep the latest progress of a running query and its lag streak (not in the changelog:
+    it is not a change of the deployment, and it arrives every few seconds per query)."""
     row = ctx.view.queries.get(event.query_id)
     if row is None or row.current_state != S.RUNNING or not isinstance(event.values, dict):
         return
-    row.statistics = {str(k): v for k, v in event.values.items() if isinstance(v, int | float)}
+    values = {str(k): v for k, v in event.values.items() if isinstance(v, int | float)}
+    row.statistics = track_lag(row.statistics, values)
     row.statistics_at = received_at
 
 
@@ -354,9 +365,10 @@ def agent_registered_again(ctx: PassContext, agent: str) -> None:
 def schedule(ctx: PassContext) -> None:
     """Start the queries waiting for an agent (called once at the end of every pass)."""
     now = ctx.view.now
+    # STOPPED with a desired state of RUNNING: a move whose target had no room when it stopped.
     waiting = [
         row
-        for row in ctx.view.queries_in_states((S.CREATED, S.RECOVERING))
+        for row in ctx.view.queries_in_states((S.CREATED, S.RECOVERING, S.STOPPED))
         if row.desired_state == S.RUNNING and (row.retry_at is None or row.retry_at <= now)
     ]
     for row in sorted(waiting, key=lambda r: r.id):
@@ -368,11 +380,11 @@ def try_start(ctx: PassContext, row: QueryRow, reason: str) -> bool:
     if placement is None:
         row.error = row.error or "waiting for an alive agent with free capacity"
         return False
-    _start_on(ctx, row, placement, reason)
+    start_on(ctx, row, placement, reason)
     return True
 
 
-def _start_on(ctx: PassContext, row: QueryRow, placement: Placement, reason: str) -> None:
+def start_on(ctx: PassContext, row: QueryRow, placement: Placement, reason: str) -> None:
     before = S(row.current_state)
     assignment = _assignment(ctx, row, row.run + 1)
     row.current_state = transition(before, T.START)
@@ -398,8 +410,9 @@ def _stop(ctx: PassContext, row: QueryRow, reason: str) -> None:
     ctx.record("query", row.id, f"{before}->{row.current_state}", reason)
 
 
-def _placement(ctx: PassContext, row: QueryRow) -> Placement | None:
-    return place(agent_slots(ctx), pinned_agents(ctx, ctx.view.sources_of_query(row.id)))
+def _placement(ctx: PassContext, row: QueryRow, exclude: Iterable[str] = ()) -> Placement | None:
+    pinned = pinned_agents(ctx, ctx.view.sources_of_query(row.id))
+    return place(agent_slots(ctx), pinned, exclude)
 
 
 def agent_slots(ctx: PassContext) -> list[AgentSlots]:

@@ -44,6 +44,10 @@ bench_app = typer.Typer(help="Benchmarks that print their figures.", no_args_is_
 app.add_typer(bench_app, name="bench")
 query_app = typer.Typer(help="Start, stop, drop or show one query by id.", no_args_is_help=True)
 app.add_typer(query_app, name="query")
+schedule_app = typer.Typer(
+    help="Temporal Schedules that drive the coordinator.", no_args_is_help=True
+)
+app.add_typer(schedule_app, name="schedule")
 console = Console()
 
 
@@ -376,6 +380,116 @@ def _query_command(action: str) -> Any:
 
 for _action in ("start", "stop", "drop", "show"):
     query_app.command(_action)(_query_command(_action))
+
+
+@app.command()
+def history(
+    query: int | None = typer.Option(None, "--query", help="Only this query's changes."),
+    entity: str | None = typer.Option(None, help="Only changes of this kind of entity."),
+    key: str | None = typer.Option(None, help="Only changes of the entity with this key."),
+    limit: int = typer.Option(50, min=1, help="The newest N changes."),
+    as_json: bool = typer.Option(False, "--json"),
+    address: str | None = typer.Option(None, help="Temporal address."),
+    state_dir: Path | None = typer.Option(None),
+    workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID),
+) -> None:
+    """What changed in the deployment and why (the changelog), oldest of the newest first."""
+    from streamctl.client.frontend import ask
+    from streamctl.client.render import rows_table
+    from streamctl.workflows import messages as m
+
+    if query is not None:
+        entity, key = "query", str(query)
+    target = _address(address, state_dir)
+    _reachable(target, workflow_id, as_json)
+    code, changes = ask(
+        target, workflow_id, m.ListChanges(entity=entity, key=key, limit=limit), as_json, console
+    )
+    if code != 0:
+        raise typer.Exit(code)
+    if as_json:
+        print(json.dumps(changes))
+        return
+    columns = ("version", "entity", "key", "action", "reason")
+    console.print(rows_table("changes", changes, columns))
+
+
+def _schedule_call(address: str | None, state_dir: Path | None, call: Any) -> Any:
+    """Run ``call(client)`` against Temporal; a schedule Temporal does not know is a refusal."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    target = _address(address, state_dir)
+
+    async def run() -> Any:
+        return await call(await connect(target, config.namespace()))
+
+    try:
+        return asyncio.run(run())
+    except RPCError as error:
+        code = "NOT_FOUND" if error.status == RPCStatusCode.NOT_FOUND else error.status.name
+        print_refusal(code, error.message, False)
+        raise typer.Exit(EXIT_REFUSED) from None
+    except (ConnectionError, RuntimeError) as error:
+        print_refusal("UNREACHABLE", f"Temporal at {target}: {error}", False)
+        raise typer.Exit(EXIT_UNREACHABLE) from None
+
+
+@schedule_app.command("reoptimize")
+def schedule_reoptimize(
+    every: str = typer.Option("5m", help="Interval: 30s, 5m, 1h30m ..."),
+    as_json: bool = typer.Option(False, "--json"),
+    address: str | None = typer.Option(None, help="Temporal address."),
+    state_dir: Path | None = typer.Option(None),
+    workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID, help="The coordinator to ask."),
+    task_queue: str = typer.Option(COORDINATOR_TASK_QUEUE, help="The coordinator's task queue."),
+) -> None:
+    """Reoptimize every interval: restart retryable failed queries, move queries off lagging or
+    SUSPECT agents, rebalance (decisions in ``streamctl history``)."""
+    from streamctl.client import schedules
+
+    try:
+        interval = schedules.parse_interval(every)
+    except ValueError as error:
+        print_refusal("INVALID_REQUEST", str(error), as_json)
+        raise typer.Exit(EXIT_USAGE) from None
+    result = _schedule_call(
+        address,
+        state_dir,
+        lambda client: schedules.schedule_reoptimize(
+            client, interval, coordinator_id=workflow_id, task_queue=task_queue
+        ),
+    )
+    if as_json:
+        print(json.dumps(result))
+    else:
+        verb = "created" if result["created"] else "updated"
+        console.print(f"[green]✓[/] schedule {result['schedule']} {verb}: reoptimize every {every}")
+
+
+@schedule_app.command("trigger")
+def schedule_trigger(
+    name: str = typer.Argument(..., help="The schedule, e.g. reoptimize."),
+    address: str | None = typer.Option(None, help="Temporal address."),
+    state_dir: Path | None = typer.Option(None),
+) -> None:
+    """Run a schedule's action once now."""
+    from streamctl.client import schedules
+
+    _schedule_call(address, state_dir, lambda client: schedules.trigger_schedule(client, name))
+    console.print(f"[green]✓[/] triggered schedule {name}")
+
+
+@schedule_app.command("delete")
+def schedule_delete(
+    name: str = typer.Argument(..., help="The schedule, e.g. reoptimize."),
+    address: str | None = typer.Option(None, help="Temporal address."),
+    state_dir: Path | None = typer.Option(None),
+) -> None:
+    """Delete a schedule (runs already started finish)."""
+    from streamctl.client import schedules
+
+    _schedule_call(address, state_dir, lambda client: schedules.delete_schedule(client, name))
+    console.print(f"[green]✓[/] deleted schedule {name}")
 
 
 @app.command()

@@ -12,9 +12,10 @@ States (DESIGN §5)
                 from its checkpoint, on whichever agent placement picks.
 ``FAILED``      the restart policy gave up; ``error`` holds the last reason.
 
-Who moves a query: the pass, on requests (``StartQuery``, ``StopQuery``), on events the agents
-push (``QueryStatusChanged``), on outcomes of the actions it dispatched, and on liveness (an
-agent turning ``DEAD``). A transition not in :data:`TRANSITIONS` raises
+Who moves a query: the pass, on requests (``StartQuery``, ``StopQuery``, ``Reoptimize``), on
+events the agents push (``QueryStatusChanged``), on outcomes of the actions it dispatched, and
+on liveness (an agent turning ``DEAD``). ``STOPPING`` or ``STOPPED`` with a desired state of
+``RUNNING`` is a query being moved: once stopped it starts again on another agent. A transition not in :data:`TRANSITIONS` raises
 :class:`IllegalTransition`; nothing is silently overwritten.
 """
 
@@ -41,6 +42,7 @@ class QueryTrigger(StrEnum):
     STARTED = "started"  # the agent reports the Spark query active
     INPUT_DONE = "input_done"  # bounded input processed, every window emitted
     STOP = "stop"  # a user (or a drop) asks the query to stop
+    MOVE = "move"  # reoptimization takes it off its agent, to start it on another one
     STOPPED = "stopped"  # the agent confirms the stop, or nothing was running
     CRASHED = "crashed"  # the start failed or the running query terminated with an error
     AGENT_LOST = "agent_lost"  # the query's agent became DEAD
@@ -63,6 +65,9 @@ TRANSITIONS: dict[tuple[QueryState, QueryTrigger], QueryState] = {
     (S.CREATED, T.STOP): S.STOPPED,
     (S.STARTING, T.STOP): S.STOPPING,
     (S.RUNNING, T.STOP): S.STOPPING,
+    # A move stops the query on its agent first (two agents must never write one checkpoint);
+    # the stop's report then starts it elsewhere, because its desired state is still RUNNING.
+    (S.RUNNING, T.MOVE): S.STOPPING,
     (S.RECOVERING, T.STOP): S.STOPPED,
     (S.FAILED, T.STOP): S.STOPPED,
     (S.FINISHED, T.STOP): S.STOPPED,

@@ -1,9 +1,10 @@
 """The coordinator worker: a Temporal worker on task queue ``coordinator``.
 
-It hosts the coordinator workflow and the catalog activities. Several replicas may run at
-once; Temporal hands each workflow task and activity to one of them, and the pass activity's
-claim on its pass number keeps the catalog single-writer even when an abandoned attempt and its
-retry overlap.
+It hosts the coordinator workflow, the reoptimization workflow that schedules start, and the
+catalog activities (plus ``request_reoptimize``, which runs on the worker's event loop).
+Several replicas may run at once; Temporal hands each workflow task and activity to one of
+them, and the pass activity's claim on its pass number keeps the catalog single-writer even
+when an abandoned attempt and its retry overlap.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import SharedStateManager, Worker
 
 from streamctl.activities import decode
+from streamctl.activities.coordinator_requests import request_reoptimize
 from streamctl.activities.passes import CatalogActivities
 from streamctl.catalog.store import catalog_engine
 from streamctl.workflows.coordinator import (
@@ -31,6 +33,7 @@ from streamctl.workflows.coordinator import (
     CoordinatorInput,
     CoordinatorWorkflow,
 )
+from streamctl.workflows.reoptimization import ReoptimizationWorkflow
 from streamctl.workflows.wire import connect
 
 log = logging.getLogger(__name__)
@@ -56,10 +59,12 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[CoordinatorWorkflow],
-        activities=[activities.apply_pass, activities.catalog_position],
+        workflows=[CoordinatorWorkflow, ReoptimizationWorkflow],
+        activities=[activities.apply_pass, activities.catalog_position, request_reoptimize],
         activity_executor=executor,
-        max_concurrent_activities=ACTIVITY_SLOTS,
+        # One more than the pool: ``request_reoptimize`` waits for a pass, so it must never
+        # hold the slot that pass needs.
+        max_concurrent_activities=ACTIVITY_SLOTS + 1,
         shared_state_manager=shared_state_manager,
     )
 

@@ -364,8 +364,23 @@ class GetExplanation(Request):
 
 @dataclass(frozen=True)
 class Reoptimize(Request):
+    """Restart retryable failed queries, move queries off lagging or SUSPECT agents, rebalance
+    (:mod:`streamctl.planner.reoptimization`); answers the decisions with their reasons."""
+
     kind: ClassVar[str] = "Reoptimize"
     stage: ClassVar[int] = 3
+
+
+@dataclass(frozen=True)
+class ListChanges(Request):
+    """The changelog, newest last: what changed, when (snapshot version) and why. ``entity``
+    and ``key`` narrow it (``query``/``7``); ``limit`` bounds it (the newest entries)."""
+
+    kind: ClassVar[str] = "ListChanges"
+    stage: ClassVar[int] = 3
+    entity: str | None = None
+    key: str | None = None
+    limit: int = 100
 
 
 @dataclass(frozen=True)
@@ -433,6 +448,7 @@ REQUEST_TYPES: dict[str, type[Request]] = {
         ExplainQuery,
         GetExplanation,
         Reoptimize,
+        ListChanges,
         ExecuteStatement,
     )
 }

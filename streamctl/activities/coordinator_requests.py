@@ -1,0 +1,46 @@
+"""Activities that send a request to the coordinator workflow from inside Temporal.
+
+The reoptimization workflow cannot send an update itself (workflows only signal other
+workflows, and a signal has no answer), so this activity does, through the worker's own
+Temporal client, in the coordinator's wire format (:mod:`streamctl.workflows.coordinator`):
+one ``submit`` update carrying one request envelope under the id the caller chose. A retry
+with the same id gets the coordinator's stored answer, so the request is applied once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from temporalio import activity
+from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
+
+from streamctl.compact_json import dumps_bytes
+from streamctl.workflows import messages as m
+from streamctl.workflows.passes import json_payload
+from streamctl.workflows.reoptimization import ReoptimizeTarget
+
+
+async def _ask(workflow_id: str, request: m.Request, request_id: str) -> Any:
+    handle = activity.client().get_workflow_handle(workflow_id)
+    envelope = request.to_envelope(request_id)
+    answer: RawValue = await handle.execute_update(
+        "submit",
+        args=[[request_id], json_payload(b"[" + dumps_bytes(envelope) + b"]")],
+        id=f"u-{request_id}",
+        result_type=RawValue,
+    )
+    [response] = orjson.loads(answer.payload.data)
+    if not response["ok"]:
+        raise ApplicationError(
+            f"{request.kind} refused: {response['error_code']}: {response['error_message']}",
+            type="RequestRefused",
+            non_retryable=True,
+        )
+    return response["result"]
+
+
+@activity.defn(name="request_reoptimize")
+async def request_reoptimize(target: ReoptimizeTarget) -> Any:
+    return await _ask(target.coordinator_workflow_id, m.Reoptimize(), target.request_id)
