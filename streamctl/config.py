@@ -10,20 +10,83 @@
                               default ``<state dir>/files``
 ``STREAMCTL_FILE_ROOTS``        more directories inline sources and sinks may use
                               (``os.pathsep``-separated), default none
+``STREAMCTL_METRICS_PORT``      port of the Prometheus endpoint of ``streamctl coordinator`` and
+                              ``streamctl agent`` (``--metrics-port`` wins), default 0 = none
+``STREAMCTL_METRICS_HOST``      address that endpoint binds, default ``127.0.0.1`` (``0.0.0.0``
+                              to be scraped from other hosts)
+``STREAMCTL_GATEWAY_TOKEN``     bearer token the REST gateway (``streamctl gateway``) requires;
+                              unset, the gateway refuses to start unless ``--insecure-no-auth``
+``STREAMCTL_PAYLOAD_KEY``       the key that encrypts payloads carrying secrets in Temporal
+                              history: base64 of 32 bytes (AES-256-GCM); several keys
+                              comma-separated rotate (the first encrypts, all decrypt).
+                              Default: ``<state dir>/payload.key`` if it exists (``streamctl
+                              up`` writes one, mode 0600), else none: secrets then travel in
+                              plaintext and each process warns once
+``STREAMCTL_TEMPORAL_ENV_CONFIG`` ``0`` ignores Temporal's environment configuration (the
+                              embedded stack's own processes set it), default on
+
+Temporal's own environment configuration (``temporalio.envconfig``) applies too: the profile
+``TEMPORAL_PROFILE`` (default ``default``) of ``TEMPORAL_CONFIG_FILE`` (default
+``~/.config/temporalio/temporal.toml``), overridden by ``TEMPORAL_ADDRESS``,
+``TEMPORAL_NAMESPACE``, ``TEMPORAL_API_KEY``, ``TEMPORAL_TLS``, ``TEMPORAL_TLS_*`` and
+``TEMPORAL_GRPC_META_*``. It supplies TLS, the API key and gRPC metadata to every connection,
+and the address and namespace where ``STREAMCTL_TEMPORAL_ADDRESS``/``STREAMCTL_NAMESPACE`` (or
+``--address``) do not name them: explicit settings win.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 from pathlib import Path
+from typing import Any
+
+PAYLOAD_KEY_FILE = "payload.key"
+PAYLOAD_KEY_BYTES = 32
+
+
+def temporal_env_config_enabled() -> bool:
+    return os.environ.get("STREAMCTL_TEMPORAL_ENV_CONFIG", "1").strip().lower() not in (
+        "0",
+        "false",
+        "no",
+        "off",
+    )
+
+
+def temporal_profile() -> Any:
+    """Temporal's env-config profile (a ``temporalio.envconfig.ClientConfigProfile``), or
+    ``None`` when ``STREAMCTL_TEMPORAL_ENV_CONFIG=0``. A missing default file is no error;
+    a ``TEMPORAL_CONFIG_FILE`` that cannot be read or parsed is, naming the file."""
+    if not temporal_env_config_enabled():
+        return None
+    from temporalio.envconfig import ClientConfigProfile
+
+    try:
+        return ClientConfigProfile.load(profile=os.environ.get("TEMPORAL_PROFILE") or None)
+    except Exception as error:
+        where = os.environ.get("TEMPORAL_CONFIG_FILE", "the default Temporal config file")
+        raise ValueError(f"Temporal environment configuration ({where}): {error}") from None
 
 
 def temporal_address() -> str:
-    return os.environ.get("STREAMCTL_TEMPORAL_ADDRESS", "localhost:7233")
+    """``STREAMCTL_TEMPORAL_ADDRESS``, else the env-config profile's address, else
+    ``localhost:7233``."""
+    configured = os.environ.get("STREAMCTL_TEMPORAL_ADDRESS")
+    if configured:
+        return configured
+    profile = temporal_profile()
+    return (profile.address if profile is not None else None) or "localhost:7233"
 
 
 def namespace() -> str:
-    return os.environ.get("STREAMCTL_NAMESPACE", "default")
+    """``STREAMCTL_NAMESPACE``, else the env-config profile's namespace, else ``default``."""
+    configured = os.environ.get("STREAMCTL_NAMESPACE")
+    if configured:
+        return configured
+    profile = temporal_profile()
+    return (profile.namespace if profile is not None else None) or "default"
 
 
 def state_dir() -> Path:
@@ -55,3 +118,76 @@ def file_roots() -> tuple[Path, ...]:
     directory first, then ``STREAMCTL_FILE_ROOTS``."""
     extra = os.environ.get("STREAMCTL_FILE_ROOTS", "")
     return (files_dir(), *(Path(p).resolve() for p in extra.split(os.pathsep) if p.strip()))
+
+
+def gateway_token() -> str | None:
+    """The REST gateway's bearer token; None when unset or empty (an empty token would let
+    an empty ``Authorization: Bearer`` header in)."""
+    return os.environ.get("STREAMCTL_GATEWAY_TOKEN", "").strip() or None
+
+
+def parse_payload_keys(text: str, where: str = "STREAMCTL_PAYLOAD_KEY") -> tuple[bytes, ...]:
+    """Comma-separated base64 keys of :data:`PAYLOAD_KEY_BYTES` bytes each; ``ValueError``
+    naming ``where`` (never the key) for anything else."""
+    keys: list[bytes] = []
+    for number, part in enumerate((p.strip() for p in text.split(",")), start=1):
+        if not part:
+            continue
+        try:
+            key = base64.b64decode(part, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError(f"{where}: key {number} is not valid base64") from None
+        if len(key) != PAYLOAD_KEY_BYTES:
+            raise ValueError(
+                f"{where}: key {number} is {len(key)} bytes; it must be {PAYLOAD_KEY_BYTES} "
+                "(create one with: head -c 32 /dev/urandom | base64)"
+            )
+        keys.append(key)
+    return tuple(keys)
+
+
+def payload_keys(state: Path | None = None) -> tuple[bytes, ...]:
+    """The payload keys: ``STREAMCTL_PAYLOAD_KEY``, else the state directory's key file, else
+    none (empty)."""
+    configured = os.environ.get("STREAMCTL_PAYLOAD_KEY", "").strip()
+    if configured:
+        return parse_payload_keys(configured)
+    path = (state or state_dir()) / PAYLOAD_KEY_FILE
+    try:
+        text = path.read_text()
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return ()
+    return parse_payload_keys(text, str(path))
+
+
+def ensure_payload_key(state: Path) -> str:
+    """The payload key text for the processes of an embedded stack: ``STREAMCTL_PAYLOAD_KEY``
+    if set, else ``<state>/payload.key``, created (mode 0600, a new random key) if missing."""
+    configured = os.environ.get("STREAMCTL_PAYLOAD_KEY", "").strip()
+    if configured:
+        parse_payload_keys(configured)
+        return configured
+    path = state / PAYLOAD_KEY_FILE
+    if not path.exists():
+        state.mkdir(parents=True, exist_ok=True)
+        text = base64.b64encode(os.urandom(PAYLOAD_KEY_BYTES)).decode()
+        # O_EXCL: two stacks racing on one state dir keep the first key, never a mixed one.
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "w") as file:
+                file.write(text + "\n")
+    text = path.read_text().strip()
+    parse_payload_keys(text, str(path))
+    return text
+
+
+def metrics_port() -> int:
+    """The Prometheus endpoint's port; 0 (the default) serves none."""
+    return int(os.environ.get("STREAMCTL_METRICS_PORT", "0") or 0)
+
+
+def metrics_host() -> str:
+    return os.environ.get("STREAMCTL_METRICS_HOST", "").strip() or "127.0.0.1"

@@ -33,12 +33,19 @@ from streamctl.lifecycle.agents import (
     can_transition,
     transition,
 )
-from streamctl.planner.connectors.options import normalize_sink_options, normalize_source_options
+from streamctl.planner.connectors.options import (
+    normalize_sink_options,
+    normalize_source_options,
+    redact,
+)
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import AgentAction
 from streamctl.workflows.messages import ErrorCode
 
 # --- row rendering ---------------------------------------------------------------------------
+# Every answer that shows a source or a sink is built here, so this is the one place where
+# secret option values (passwords, credentials) are masked: the catalog keeps them (agents need
+# them) but no answer, listing or frontend ever shows them.
 
 
 def worker_json(row: WorkerRow) -> dict[str, Any]:
@@ -65,7 +72,7 @@ def physical_source_json(row: PhysicalSourceRow) -> dict[str, Any]:
         "id": row.id,
         "logical_source": row.logical_source,
         "type": row.type,
-        "config": row.config,
+        "config": redact(row.type, row.config),
         "worker": row.worker,
         "created_version": row.created_version,
     }
@@ -76,7 +83,7 @@ def sink_json(row: SinkRow) -> dict[str, Any]:
         "name": row.name,
         "schema": row.schema,
         "type": row.type,
-        "config": row.config,
+        "config": redact(row.type, row.config),
         "created_version": row.created_version,
     }
 

@@ -41,6 +41,7 @@ from streamctl.lifecycle.queries import (
 )
 from streamctl.planner import ast
 from streamctl.planner.binder import BoundQuery, LogicalSourceInfo, SinkInfo, bind_query
+from streamctl.planner.connectors.options import redact_statement
 from streamctl.planner.errors import INVALID_STATEMENT, PlannerError
 from streamctl.planner.parser import parse_query
 from streamctl.planner.placement import AgentSlots, Placement, count_active, place
@@ -73,7 +74,7 @@ ON_AN_AGENT = (S.STARTING, S.RUNNING, S.STOPPING)
 def query_json(row: QueryRow) -> dict[str, Any]:
     return {
         "id": row.id,
-        "statement": row.statement,
+        "statement": redact_statement(row.statement),  # inline sinks may carry a password
         "sink": row.sink,
         "desired_state": row.desired_state,
         "current_state": row.current_state,

@@ -57,7 +57,12 @@ from streamctl.client.errors import (
     unwrap,
 )
 from streamctl.compact_json import dumps_bytes
-from streamctl.workflows.coordinator import COORDINATOR_WORKFLOW_ID
+from streamctl.workflows.coordinator import (
+    COORDINATOR_WORKFLOW_ID,
+    MAX_EVENT_BATCH_BYTES,
+    MAX_EVENTS_PER_SIGNAL,
+    MAX_REQUESTS_PER_UPDATE,
+)
 from streamctl.workflows.messages import (
     Envelope,
     ErrorCode,
@@ -235,7 +240,7 @@ class CoordinatorClient:
         self,
         address: str = "localhost:7233",
         *,
-        namespace: str = "default",
+        namespace: str | None = None,
         workflow_id: str = COORDINATOR_WORKFLOW_ID,
         max_outbox: int = 50_000,
         max_requests_per_update: int = 1000,
@@ -245,6 +250,16 @@ class CoordinatorClient:
         request_timeout: float = 300.0,
         sender: str | None = None,
     ) -> None:
+        if not 0 < max_requests_per_update <= MAX_REQUESTS_PER_UPDATE:
+            raise ValueError(
+                f"max_requests_per_update must be from 1 to {MAX_REQUESTS_PER_UPDATE}, "
+                f"got {max_requests_per_update}"
+            )
+        if not 0 < max_events_per_signal <= MAX_EVENTS_PER_SIGNAL:
+            raise ValueError(
+                f"max_events_per_signal must be from 1 to {MAX_EVENTS_PER_SIGNAL}, "
+                f"got {max_events_per_signal}"
+            )
         self.address = address
         self.namespace = namespace
         self.workflow_id = workflow_id
@@ -531,7 +546,10 @@ class CoordinatorClient:
                 task.add_done_callback(lambda t: self._after_update(inflight, t))
             if event_task is None or event_task.done():
                 batch = self._take(
-                    self._events, self.max_events_per_signal, 4 * self.max_update_bytes
+                    self._events,
+                    self.max_events_per_signal,
+                    # Half the workflow's bound: it measures events by repr, not JSON.
+                    min(4 * self.max_update_bytes, MAX_EVENT_BATCH_BYTES // 2),
                 )
                 if batch:
                     self._sending_events = True

@@ -8,6 +8,13 @@ the ``coordinator`` workflow runs, starts the Spark agents (``local_1`` ... ``lo
 checkpoint root ``<state-dir>/checkpoints`` so any of them can resume another's query), writes
 ``<state-dir>/stack.json`` and restarts a child that dies. ``down`` stops the supervisor, which
 stops the agents first (they stop their queries and unregister) and then the rest.
+
+Every process of the stack gets one payload key (``STREAMCTL_PAYLOAD_KEY``, else
+``<state-dir>/payload.key``, generated with mode 0600 on first start), so secrets in sink and
+source configs are encrypted in the dev server's history; commands run later with the same
+state dir read that file. The stack's processes ignore Temporal's env-config profiles
+(``STREAMCTL_TEMPORAL_ENV_CONFIG=0``): their server is the local dev server, never the cluster
+a profile names.
 """
 
 from __future__ import annotations
@@ -21,9 +28,11 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client
 
+from streamctl import config as settings
 from streamctl.worker.coordinator import ensure_coordinator
 from streamctl.worker.temporal_server import port_open, start_dev_server, wait_for_server
 from streamctl.workflows.coordinator import COORDINATOR_WORKFLOW_ID, CoordinatorConfig
@@ -139,6 +148,7 @@ class Supervisor:
         self.temporal: subprocess.Popen[bytes] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
         self._stopping = False
+        self.payload_key = settings.ensure_payload_key(state_dir)
 
     def _start_worker(self) -> subprocess.Popen[bytes]:
         log = open(self.state_dir / "coordinator.log", "ab")  # noqa: SIM115
@@ -153,7 +163,12 @@ class Supervisor:
     def _child_environment(self) -> dict[str, str]:
         """What the stack's processes read from the environment: its state directory (the
         files directory of inline sources and sinks lies in it) and the extra file roots."""
-        environment = {**os.environ, "STREAMCTL_STATE_DIR": str(self.state_dir)}
+        environment = {
+            **os.environ,
+            "STREAMCTL_STATE_DIR": str(self.state_dir),
+            "STREAMCTL_PAYLOAD_KEY": self.payload_key,
+            "STREAMCTL_TEMPORAL_ENV_CONFIG": "0",
+        }
         if self.file_roots:
             environment["STREAMCTL_FILE_ROOTS"] = os.pathsep.join(map(str, self.file_roots))
         return environment
@@ -173,6 +188,12 @@ class Supervisor:
             start_new_session=True,
             env=self._child_environment(),
         )
+
+    def _connect_options(self) -> dict[str, Any]:
+        return {
+            "payload_keys": settings.parse_payload_keys(self.payload_key),
+            "env_config": False,
+        }
 
     def _write_stack(self) -> None:
         assert self.temporal is not None
@@ -201,7 +222,7 @@ class Supervisor:
             self.ui_port,
             log_file=self.state_dir / "temporal.log",
         )
-        client = await wait_for_server(self.address)
+        client = await wait_for_server(self.address, **self._connect_options())
         self.client = client
         self.workers = [self._start_worker() for _ in range(self.coordinators)]
         await ensure_coordinator(client, config=self.config)
@@ -222,7 +243,7 @@ class Supervisor:
                     self.ui_port,
                     log_file=self.state_dir / "temporal.log",
                 )
-                await wait_for_server(self.address)
+                await wait_for_server(self.address, **self._connect_options())
                 self._write_stack()
             for index, worker in enumerate(self.workers):
                 if worker.poll() is not None:

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client
 
@@ -96,12 +97,14 @@ def start_dev_server(
     )
 
 
-async def wait_for_server(address: str, timeout: float = 60.0) -> Client:
+async def wait_for_server(address: str, timeout: float = 60.0, **connect_options: Any) -> Client:
+    """A client of the server at ``address`` once it answers (``connect_options``: those of
+    :func:`~streamctl.workflows.wire.connect`)."""
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
-            client = await connect(address)
+            client = await connect(address, **connect_options)
             await client.service_client.check_health()
             return client
         except Exception as error:

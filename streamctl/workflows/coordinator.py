@@ -21,6 +21,12 @@ Protocol
 * Update validation refuses a batch (before it enters history) when the buffer is full
   (``Busy``) or the run is draining for continue-as-new (``ContinuingAsNew``); clients retry
   those with the same ids after a backoff.
+* Limits: a request batch holds at most :data:`MAX_REQUESTS_PER_UPDATE` requests and
+  ``max_batch_bytes`` bytes (else ``InvalidBatch``, refused before history); one request at
+  most ``MAX_REQUEST_BYTES`` (its own ``TOO_LARGE`` answer, :mod:`streamctl.activities.decode`);
+  an event batch at most :data:`MAX_EVENTS_PER_SIGNAL` events of :data:`MAX_EVENT_BATCH_BYTES`
+  in all (a signal cannot be refused, so a larger one is dropped and logged as ``TOO_LARGE``;
+  the client library never sends one).
 
 Guarantees
 ----------
@@ -109,6 +115,9 @@ ACTION_RETRY = RetryPolicy(
 COORDINATOR_WORKFLOW_ID = "coordinator"
 COORDINATOR_TASK_QUEUE = "coordinator"
 MAX_REQUESTS_PER_UPDATE = 2000
+MAX_EVENTS_PER_SIGNAL = 5000
+MAX_EVENT_BATCH_BYTES = 4 * 1024 * 1024
+"""Bounds of one ``events`` signal: event count, and the sum of the events' sizes."""
 SENDER_MEMORY_SECONDS = 24 * 3600.0
 
 
@@ -226,6 +235,13 @@ class CoordinatorWorkflow:
                 type="InvalidBatch",
             )
         payload = requests.payload
+        if payload.metadata.get("encoding") == b"binary/encrypted":
+            # The codec leaves a payload it cannot decrypt as it is (payload_crypto).
+            raise ApplicationError(
+                "the request batch is encrypted with a payload key this coordinator worker "
+                "does not hold; give every process the same STREAMCTL_PAYLOAD_KEY",
+                type="InvalidBatch",
+            )
         if payload.metadata.get("encoding") != JSON_ENCODING:
             raise ApplicationError("request batches must be JSON", type="InvalidBatch")
         if len(payload.data) > config.max_batch_bytes:
@@ -244,10 +260,24 @@ class CoordinatorWorkflow:
             return
         if batch.seq <= self.state.sender_seqs.get(batch.sender, 0):
             return  # delivered before
+        events = batch.events if isinstance(batch.events, list) else []
+        size = sum(_size(e) for e in events if isinstance(e, Envelope))
+        if len(events) > MAX_EVENTS_PER_SIGNAL or size > MAX_EVENT_BATCH_BYTES:
+            workflow.logger.warning(
+                "TOO_LARGE: dropping event batch %d of %s: %d events, ~%d bytes; the limits "
+                "are %d events and %d bytes",
+                batch.seq,
+                batch.sender,
+                len(events),
+                size,
+                MAX_EVENTS_PER_SIGNAL,
+                MAX_EVENT_BATCH_BYTES,
+            )
+            return
         now = workflow.now().timestamp()
         self.state.sender_seqs[batch.sender] = batch.seq
         self.state.sender_seen_at[batch.sender] = now
-        for envelope in batch.events if isinstance(batch.events, list) else []:
+        for envelope in events:
             if isinstance(envelope, Envelope):
                 self._enqueue_event(envelope, now)
 

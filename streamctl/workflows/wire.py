@@ -15,6 +15,12 @@ on two things the default converter does differently:
   result); uncompressed, a 5,000 requests/s load fills the 4 MiB at which Temporal suggests
   continue-as-new every second. Payloads under :data:`COMPRESS_ABOVE` bytes stay plain JSON,
   so small messages remain readable in the Web UI.
+* **Payloads that carry secrets are encrypted** (AES-256-GCM, encoding ``binary/encrypted``)
+  after compression, when a payload key is configured: see
+  :mod:`streamctl.workflows.payload_crypto` for the protocol and its guarantees.
+
+:func:`connect` also applies Temporal's environment configuration (TLS, API key, gRPC
+metadata; address and namespace unless given): see :mod:`streamctl.config`.
 
 Decoding is strict where it matters for bad input: a value of the wrong shape for a dataclass
 raises, which Temporal turns into a rejected update or a dropped signal, never a failed
@@ -28,6 +34,7 @@ import types
 import typing
 import zlib
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from temporalio.api.common.v1 import Payload
@@ -42,6 +49,10 @@ from temporalio.converter import (
     PayloadCodec,
     value_to_type,
 )
+from temporalio.runtime import Runtime
+
+from streamctl import config
+from streamctl.workflows.payload_crypto import EncryptedPayloadConverter, SecretPayloadCodec
 
 COMPRESS_ABOVE = 4096
 """Payloads at least this large (encoded JSON bytes) are compressed."""
@@ -181,7 +192,8 @@ class WirePayloadConverter(CompositePayloadConverter):
             *(
                 json_converter if isinstance(c, JSONPlainPayloadConverter) else c
                 for c in DefaultPayloadConverter.default_encoding_payload_converters
-            )
+            ),
+            EncryptedPayloadConverter(),
         )
 
 
@@ -214,12 +226,46 @@ class ZlibCodec(PayloadCodec):
         return decoded
 
 
-DATA_CONVERTER = DataConverter(
-    payload_converter_class=WirePayloadConverter,
-    payload_codec=ZlibCodec(),
-)
+@lru_cache(maxsize=8)
+def data_converter(payload_keys: tuple[bytes, ...] = ()) -> DataConverter:
+    """The wire format; payloads with secrets are encrypted with the first of ``payload_keys``
+    (none: they stay plain, with one warning)."""
+    return DataConverter(
+        payload_converter_class=WirePayloadConverter,
+        payload_codec=SecretPayloadCodec(ZlibCodec(), payload_keys),
+    )
 
 
-async def connect(address: str, namespace: str = "default") -> Client:
-    """A Temporal client speaking the coordinator's wire format."""
-    return await Client.connect(address, namespace=namespace, data_converter=DATA_CONVERTER)
+def connect_options(
+    address: str | None = None,
+    namespace: str | None = None,
+    payload_keys: tuple[bytes, ...] | None = None,
+    env_config: bool = True,
+) -> dict[str, Any]:
+    """The keyword arguments of ``Client.connect``: Temporal's env-config profile (TLS, API
+    key, gRPC metadata, address, namespace; skipped when ``env_config`` is false) under the
+    explicit ``address``/``namespace`` and streamctl's own settings
+    (``STREAMCTL_TEMPORAL_ADDRESS``, ``STREAMCTL_NAMESPACE``)."""
+    profile = config.temporal_profile() if env_config else None
+    options: dict[str, Any] = dict(profile.to_client_connect_config()) if profile else {}
+    options["target_host"] = address or config.temporal_address()
+    options["namespace"] = namespace or config.namespace()
+    keys = config.payload_keys() if payload_keys is None else payload_keys
+    options["data_converter"] = data_converter(keys)
+    return options
+
+
+async def connect(
+    address: str | None = None,
+    namespace: str | None = None,
+    runtime: Runtime | None = None,
+    *,
+    payload_keys: tuple[bytes, ...] | None = None,
+    env_config: bool = True,
+) -> Client:
+    """A Temporal client speaking the coordinator's wire format (see :func:`connect_options`;
+    ``payload_keys`` default to :func:`streamctl.config.payload_keys`); ``runtime`` (default:
+    the SDK's) is where the SDK's metrics of this client and its workers go."""
+    return await Client.connect(
+        **connect_options(address, namespace, payload_keys, env_config), runtime=runtime
+    )

@@ -33,6 +33,7 @@ from typing import Any, Final
 from streamctl.planner.connectors import generator
 
 __all__ = [
+    "SECRET_WORDS",
     "SINK_OPTIONS",
     "SOURCE_OPTIONS",
     "ConnectorOptionError",
@@ -40,6 +41,7 @@ __all__ = [
     "normalize_sink_options",
     "normalize_source_options",
     "redact",
+    "redact_statement",
     "secret_keys",
 ]
 
@@ -533,7 +535,22 @@ SINK_OPTIONS: Final[Mapping[str, tuple[OptionSpec, ...]]] = {
 
 _PREFIXES: Final = ("SOURCE", "SINK", "PARSER", "INPUT_FORMATTER", "OUTPUT_FORMATTER")
 _PASSTHROUGH_PREFIX: Final = {"KAFKA": "kafka."}
-_SECRET_WORDS: Final = ("password", "secret", "jaas", "token", "credential")
+SECRET_WORDS: Final = (
+    "password",
+    "passwd",
+    "secret",
+    "jaas",
+    "token",
+    "credential",
+    "api_key",
+    "apikey",
+    "private_key",
+    "conninfo",
+)
+"""Words that mark an option name as a credential (lower case). Kafka pass-through keys with
+one are refused, and the wire codec encrypts any payload that mentions one
+(``streamctl.workflows.payload_crypto``); every secret option's names contain one, except
+``url``, whose credentials are a URL's user info or a ``password`` parameter."""
 
 
 def _split_key(raw: Any) -> tuple[str, str]:
@@ -580,7 +597,7 @@ def _normalize(
         spec = _resolve(table, prefix, name)
         if spec is None and passthrough and str(raw_key).strip("`").lower().startswith(passthrough):
             key = str(raw_key).replace("`", "").strip().lower()
-            if any(word in key for word in _SECRET_WORDS):
+            if any(word in key for word in SECRET_WORDS):
                 raise ConnectorOptionError(
                     f"option {raw_key!r} carries a credential; use the dedicated secret options "
                     "(sasl_password, ssl_*_password) so that it is kept encrypted"
@@ -603,7 +620,15 @@ def _normalize(
         given_as[spec.key] = str(raw_key)
         if value is None and not spec.required:
             continue  # an optional option explicitly unset (as canonical configs store it)
-        result[spec.key] = spec.convert(spec.key, value)
+        try:
+            result[spec.key] = spec.convert(spec.key, value)
+        except ConnectorOptionError:
+            if not spec.secret:
+                raise
+            # The usual message quotes the value; an error must not print a secret.
+            raise ConnectorOptionError(
+                f"option {spec.key!r}: invalid value; expected {spec.allowed}"
+            ) from None
     ordered: dict[str, Any] = {}
     for spec in table:
         if spec.key not in result and spec.required:
@@ -677,3 +702,38 @@ def redact(type_name: str, config: Mapping[str, Any]) -> dict[str, Any]:
         key: "***" if key in secrets and value is not None else value
         for key, value in config.items()
     }
+
+
+_SECRET_NAMES: Final = frozenset(
+    name.upper()
+    for specs in (*SOURCE_OPTIONS.values(), *SINK_OPTIONS.values())
+    for spec in specs
+    if spec.secret
+    for name in (spec.key, *(n.rpartition(".")[2] for n in spec.nes_names))
+)
+_KEY_PART = r"(?:`[^`]*`|[A-Za-z0-9_$]+)"
+_OPTION_VALUE = re.compile(
+    rf"(?P<value>'(?:[^']|'')*'|[-+]?[0-9][0-9A-Za-z_.]*)(?P<as>\s+AS\s+)"
+    rf"(?P<key>{_KEY_PART}(?:\s*\.\s*{_KEY_PART})*)",
+    re.IGNORECASE,
+)
+_URL_USERINFO: Final = re.compile(r"(://)[^/@\s'\"`,;]+@")
+
+
+def _names_secret(key: str) -> bool:
+    bare = key.replace("`", "").replace(" ", "")
+    return bare.rpartition(".")[2].upper() in _SECRET_NAMES or any(
+        word in bare.lower() for word in SECRET_WORDS
+    )
+
+
+def redact_statement(text: str) -> str:
+    """A statement with the values of secret options (``'hunter2' AS `SINK`.PASSWORD``) and
+    the user info of URLs replaced by ``***``, for answers that echo statement text."""
+    masked = _OPTION_VALUE.sub(
+        lambda match: (
+            f"'***'{match['as']}{match['key']}" if _names_secret(match["key"]) else match[0]
+        ),
+        text,
+    )
+    return _URL_USERINFO.sub(r"\1***@", masked)
