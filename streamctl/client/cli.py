@@ -574,6 +574,45 @@ def agent(
 
 
 @app.command()
+def gateway(
+    host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
+    port: int = typer.Option(8080, help="HTTP port."),
+    address: str | None = typer.Option(None, help="Temporal address."),
+    workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID, help="Coordinator workflow id."),
+    token: str | None = typer.Option(
+        None,
+        help="Bearer token callers must send (visible in the process list: prefer "
+        "STREAMCTL_GATEWAY_TOKEN).",
+    ),
+    insecure_no_auth: bool = typer.Option(
+        False, "--insecure-no-auth", help="Serve without a token, on a loopback address only."
+    ),
+) -> None:
+    """Serve the coordinator's requests and statements over HTTP (OpenAPI at /docs)."""
+    import logging
+
+    from streamctl.client.gateway import GatewayRefused, GatewaySettings, serve
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    settings = GatewaySettings(
+        address=_address(address),
+        namespace=config.namespace(),
+        workflow_id=workflow_id,
+        token=token or config.gateway_token(),
+    )
+    code = 0
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the SIGINT it handled
+            code = serve(settings, host, port, insecure_no_auth)
+    except GatewayRefused as error:
+        console.print(f"[red]{error}")
+        raise typer.Exit(EXIT_USAGE) from None
+    raise typer.Exit(code)
+
+
+@app.command()
 def demo(
     state_dir: Path | None = typer.Option(None),
     keep: bool = typer.Option(False, help="Leave the stack running afterwards."),
