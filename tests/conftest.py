@@ -157,7 +157,11 @@ async def start_coordinator(
             coordinator_worker(temporal_client, catalog_url, task_queue)
         )
         handle = await ensure_coordinator(
-            temporal_client, workflow_id=workflow_id, config=config, task_queue=task_queue
+            temporal_client,
+            workflow_id=workflow_id,
+            config=config,
+            task_queue=task_queue,
+            catalog_url=catalog_url,
         )
         return RunningCoordinator(workflow_id, task_queue, catalog_url, handle, temporal.address)
 

@@ -34,6 +34,7 @@ from streamctl.activities import apply
 from streamctl.activities import queries as queries_stage
 from streamctl.activities.context import PassContext, RequestFailed
 from streamctl.activities.decode import MAX_REQUEST_BYTES, DecodeError, body_size, decode
+from streamctl.catalog.census import take_census
 from streamctl.catalog.models import ChangelogEntry, SnapshotVersion, StoredResponse, table_of
 from streamctl.catalog.store import bulk_insert, catalog_engine, key_chunks, one_of
 from streamctl.catalog.view import CatalogView
@@ -231,11 +232,14 @@ class CatalogActivities:
                 )
             )
         deadline = view.next_liveness_deadline(pass_input.suspect_after, pass_input.dead_after)
+        census = take_census(session)  # after view.write(): the counts of this version
         return PassResult(
             version=version,
             responses=_batch_answers(batches, answers),
             next_liveness_deadline=deadline,
             changes=len(changelog),
+            agents_by_state=census.agents,
+            queries_by_state=census.queries,
             actions=ctx.actions,
         )
 
@@ -279,11 +283,14 @@ class CatalogActivities:
         )
         view = CatalogView(session, version, pass_input.now)
         deadline = view.next_liveness_deadline(pass_input.suspect_after, pass_input.dead_after)
+        census = take_census(session)
         return PassResult(
             version=version,
             responses=_batch_answers(batches, answers),
             next_liveness_deadline=deadline,
             changes=0,
+            agents_by_state=census.agents,
+            queries_by_state=census.queries,
             replayed=True,
             actions=[action_from_json(data) for data in stored_actions or []],
         )

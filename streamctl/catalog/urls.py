@@ -25,3 +25,9 @@ def libpq_url(url: str) -> str:
     if separator and scheme.startswith(("postgresql+", "postgres+")):
         return f"postgresql://{rest}"
     return url
+
+
+def catalog_kind(url: str) -> str:
+    """The database a catalog URL names (``sqlite``, ``postgresql``), never its credentials."""
+    scheme = url.partition("://")[0].partition("+")[0].lower()
+    return "postgresql" if scheme == "postgres" else scheme or "unknown"

@@ -10,6 +10,7 @@ when an abandoned attempt and its retry overlap.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import multiprocessing
 import os
@@ -26,6 +27,8 @@ from streamctl.activities import decode
 from streamctl.activities.coordinator_requests import request_reoptimize
 from streamctl.activities.passes import CatalogActivities
 from streamctl.catalog.store import catalog_engine
+from streamctl.catalog.urls import catalog_kind
+from streamctl.worker.search_attributes import search_attributes_ready
 from streamctl.workflows.coordinator import (
     COORDINATOR_TASK_QUEUE,
     COORDINATOR_WORKFLOW_ID,
@@ -34,6 +37,7 @@ from streamctl.workflows.coordinator import (
     CoordinatorWorkflow,
 )
 from streamctl.workflows.reoptimization import ReoptimizationWorkflow
+from streamctl.workflows.web_ui import config_memo, static_details, static_summary
 from streamctl.workflows.wire import connect
 
 log = logging.getLogger(__name__)
@@ -74,14 +78,35 @@ async def ensure_coordinator(
     workflow_id: str = COORDINATOR_WORKFLOW_ID,
     config: CoordinatorConfig | None = None,
     task_queue: str = COORDINATOR_TASK_QUEUE,
+    *,
+    catalog_url: str | None = None,
+    register_search_attributes: bool = True,
 ) -> WorkflowHandle[CoordinatorWorkflow, None]:
-    """Start the coordinator workflow unless it already runs (then attach to it)."""
+    """Start the coordinator workflow unless it already runs (then attach to it; it keeps the
+    configuration it started with).
+
+    The workflow upserts its search attributes only if the namespace has them
+    (:func:`~streamctl.worker.search_attributes.search_attributes_ready`, which registers them
+    unless ``register_search_attributes`` is false); it starts with its configuration as memo
+    (the catalog's kind from ``catalog_url``, never the URL) and a static summary for the Web
+    UI (:mod:`streamctl.workflows.web_ui`).
+    """
+    config = dataclasses.replace(
+        config or CoordinatorConfig(),
+        search_attributes=await search_attributes_ready(
+            client, register=register_search_attributes
+        ),
+        catalog_kind=catalog_kind(catalog_url) if catalog_url else "",
+    )
     return await client.start_workflow(
         CoordinatorWorkflow.run,
         CoordinatorInput(config=config),
         id=workflow_id,
         task_queue=task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        memo=config_memo(config),
+        static_summary=static_summary(workflow_id),
+        static_details=static_details(config),
     )
 
 
@@ -154,7 +179,9 @@ async def run_coordinator_worker(
         )
         async with worker:
             if start_workflow:
-                await ensure_coordinator(client, config=config, task_queue=task_queue)
+                await ensure_coordinator(
+                    client, config=config, task_queue=task_queue, catalog_url=catalog_url
+                )
             log.info("coordinator worker polling %s on %s", task_queue, address)
             if ready is not None:
                 ready.set()

@@ -225,7 +225,7 @@ class Supervisor:
         client = await wait_for_server(self.address, **self._connect_options())
         self.client = client
         self.workers = [self._start_worker() for _ in range(self.coordinators)]
-        await ensure_coordinator(client, config=self.config)
+        await ensure_coordinator(client, config=self.config, catalog_url=self.catalog_url)
         self.agents = [self._start_agent(name) for name in self.agent_names]
         self._write_stack()
         return client

@@ -20,6 +20,7 @@ from typing import Any
 
 from temporalio.client import Client
 
+from streamctl.worker.search_attributes import dev_server_arguments
 from streamctl.workflows.wire import connect
 
 MAX_INFLIGHT_UPDATES = 64
@@ -75,6 +76,7 @@ def dev_server_command(
         # after 970 ms).
         "--dynamic-config-value",
         f'history.timerProcessorMaxTimeShift="{TIMER_MAX_TIME_SHIFT}"',
+        *dev_server_arguments(),
     ]
     if headless or ui_port is None:
         command.append("--headless")

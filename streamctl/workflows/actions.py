@@ -127,13 +127,15 @@ class AgentAction:
 
     @property
     def description(self) -> str:
+        # The activity's summary in the Temporal Web UI ("start query 12 on agent a1 (run 1)").
         if self.start is not None:
-            return f"start query {self.start.query_id} (run {self.start.run}) on {self.agent}"
+            start = self.start
+            return f"start query {start.query_id} on agent {self.agent} (run {start.run})"
         if self.stop is not None:
-            return f"stop query {self.stop.query_id} (run {self.stop.run}) on {self.agent}"
+            return f"stop query {self.stop.query_id} on agent {self.agent} (run {self.stop.run})"
         if self.explain is not None:
-            return f"explain {self.explain.explanation_id} on {self.agent}"
-        return f"reconcile {self.agent}"
+            return f"explain statement {self.explain.explanation_id} on agent {self.agent}"
+        return f"reconcile agent {self.agent}: list the queries it runs"
 
 
 def action_from_json(data: dict[str, Any]) -> AgentAction:

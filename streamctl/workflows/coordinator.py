@@ -94,6 +94,13 @@ with workflow.unsafe.imports_passed_through():
         join_request_batches,
         json_payload,
     )
+    from streamctl.workflows.web_ui import (
+        PassFacts,
+        WebUiView,
+        config_memo,
+        pass_details,
+        waiting_details,
+    )
 
 MIN_TIMER_WAIT = 0.02
 """Shorter batching waits run the pass at once: a workflow timer fired 100-200 ms late on the dev
@@ -138,6 +145,11 @@ class CoordinatorConfig:
     restart_delay: float = 1.0
     restart_max_delay: float = 60.0
     pass_timeout: float = 15.0
+    search_attributes: bool = False
+    """Whether the namespace has the Web UI's search attributes (:mod:`.web_ui`); an upsert of
+    an unknown one would fail the workflow task, so without them the workflow upserts none."""
+    catalog_kind: str = ""
+    """``sqlite`` or ``postgresql``: shown in the memo (the URL may hold credentials)."""
 
 
 @dataclass
@@ -204,6 +216,7 @@ class CoordinatorWorkflow:
         self.draining = False
         self.passes_this_run = 0
         self.actions_under_way: dict[asyncio.Task[None], AgentAction] = {}
+        self.web_ui = WebUiView(workflow.info().typed_search_attributes)
         self._reindex()
 
     # --- messages in ---------------------------------------------------------------------
@@ -314,6 +327,7 @@ class CoordinatorWorkflow:
         for action in self.state.actions_under_way:  # cut short by the previous run's end
             self._start_action(action)
         self.state.actions_under_way = []
+        workflow.set_current_details(waiting_details(self.state.version, self.state.runs))
 
         while True:
             await self._gather()
@@ -345,7 +359,10 @@ class CoordinatorWorkflow:
             runs=self.state.runs + 1,
             actions_under_way=list(self.actions_under_way.values()),
         )
-        workflow.continue_as_new(CoordinatorInput(state=next_state))
+        # The memo rides on the command (no event of its own) and stays the run's configuration.
+        workflow.continue_as_new(
+            CoordinatorInput(state=next_state), memo=config_memo(self.state.config)
+        )
 
     async def _gather(self) -> None:
         """Wait until a batch is due: full, old enough, a liveness deadline, or draining."""
@@ -420,6 +437,36 @@ class CoordinatorWorkflow:
             self.pending_requests -= len(batch.ids)
         for action in result.actions:
             self._start_action(action)
+        self._show_pass(result, requests, len(events))
+
+    def _show_pass(self, result: PassResult, requests: int, events: int) -> None:
+        """Tell the Web UI about the pass (:mod:`streamctl.workflows.web_ui`): current details
+        always (no history event), search attributes only those that changed (one event)."""
+        workflow.set_current_details(
+            pass_details(
+                PassFacts(
+                    pass_no=self.state.pass_no,
+                    duration_ms=self.state.last_pass_ms,
+                    requests=requests,
+                    events=events,
+                    changes=result.changes,
+                    version=self.state.version,
+                    pending_requests=self.pending_requests,
+                    pending_events=len(self.state.pending),
+                    actions=[action.description for action in self.actions_under_way.values()],
+                    run=self.state.runs,
+                    passes_this_run=self.passes_this_run,
+                    agents_by_state=result.agents_by_state,
+                    queries_by_state=result.queries_by_state,
+                )
+            )
+        )
+        if self.state.config.search_attributes:
+            updates = self.web_ui.updates(
+                self.state.version, result.agents_by_state, result.queries_by_state
+            )
+            if updates:
+                workflow.upsert_search_attributes(updates)
 
     # --- agent actions ---------------------------------------------------------------------
 

@@ -65,6 +65,10 @@ class PassResult:
     replayed: bool = False
     actions: list[AgentAction] = field(default_factory=list)
     """What agents should do now (:mod:`streamctl.workflows.actions`); the workflow runs them."""
+    agents_by_state: dict[str, int] = field(default_factory=dict)
+    queries_by_state: dict[str, int] = field(default_factory=dict)
+    """The snapshot's agents by liveness state and queries by current state (a state with none
+    is absent), for the coordinator's search attributes and details in the Web UI."""
 
 
 @dataclass(frozen=True)
