@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -44,7 +45,7 @@ from streamctl.lifecycle.queries import RestartPolicy
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import action_from_json
 from streamctl.workflows.messages import Envelope, ErrorCode, Response
-from streamctl.workflows.passes import CatalogPosition, PassInput, PassResult
+from streamctl.workflows.passes import CatalogPosition, PassInput, PassResult, PassTally
 
 log = logging.getLogger(__name__)
 
@@ -241,6 +242,7 @@ class CatalogActivities:
             agents_by_state=census.agents,
             queries_by_state=census.queries,
             actions=ctx.actions,
+            tally=_tally(requests, answers, len(pass_input.events)),
         )
 
     def _answer(
@@ -293,6 +295,8 @@ class CatalogActivities:
             queries_by_state=census.queries,
             replayed=True,
             actions=[action_from_json(data) for data in stored_actions or []],
+            # The attempt that committed counted the outcomes; a replay only answers again.
+            tally=PassTally(sum(map(len, batches)), len(pass_input.events)),
         )
 
 
@@ -347,6 +351,23 @@ def _request_batches(requests: RawValue, arrivals: list[float]) -> list[list[_Re
 def _batch_answers(batches: list[list[_Request]], answers: dict[str, Response]) -> list[str]:
     # Responses are dataclasses, which dumps writes field by field (id, ok, result, ...).
     return [dumps([answers[r.id] for r in batch]) for batch in batches]
+
+
+def _tally(requests: list[_Request], answers: dict[str, Response], events: int) -> PassTally:
+    """Requests by kind and outcome, counted here once per pass so the worker's metrics cost
+    one counter update per kind and outcome, not one per request."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for request in requests:
+        answer = answers[request.id]
+        kind = request.envelope.kind
+        counts[
+            kind if isinstance(kind, str) and kind in m.REQUEST_TYPES else "invalid",
+            "ok" if answer.ok else answer.error_code or "error",
+        ] += 1
+    outcomes: dict[str, dict[str, int]] = {}
+    for (kind, outcome), count in counts.items():
+        outcomes.setdefault(kind, {})[outcome] = count
+    return PassTally(len(requests), events, outcomes)
 
 
 def _error(request_id: str, code: str, message: str, version: int) -> Response:

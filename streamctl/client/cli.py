@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 from rich.console import Console
@@ -36,6 +36,9 @@ from streamctl.workflows.coordinator import (
     CoordinatorConfig,
 )
 from streamctl.workflows.wire import connect
+
+if TYPE_CHECKING:
+    from streamctl.worker.metrics import MetricsAddress
 
 app = typer.Typer(
     help="Coordinator for continuous stream queries on Temporal and Spark.", no_args_is_help=True
@@ -492,6 +495,18 @@ def schedule_delete(
     console.print(f"[green]✓[/] deleted schedule {name}")
 
 
+METRICS_PORT_HELP = (
+    "Serve Prometheus metrics on this port (0: none); default $STREAMCTL_METRICS_PORT, "
+    "bound to $STREAMCTL_METRICS_HOST (default 127.0.0.1)."
+)
+
+
+def _metrics_address(port: int | None) -> MetricsAddress:
+    from streamctl.worker.metrics import MetricsAddress
+
+    return MetricsAddress(config.metrics_host(), config.metrics_port() if port is None else port)
+
+
 @app.command()
 def coordinator(
     address: str | None = typer.Option(None, help="Temporal address."),
@@ -500,6 +515,7 @@ def coordinator(
         True, help="Start the coordinator workflow if it is not running."
     ),
     task_queue: str = typer.Option(COORDINATOR_TASK_QUEUE, help="Task queue to poll."),
+    metrics_port: int | None = typer.Option(None, min=0, help=METRICS_PORT_HELP),
 ) -> None:
     """Run a coordinator worker (several may run; Temporal balances them)."""
     import logging
@@ -520,6 +536,7 @@ def coordinator(
                 config=CoordinatorConfig(
                     batch_size=config.batch_size(), timeout=config.batch_timeout()
                 ),
+                metrics_address=_metrics_address(metrics_port),
             )
         )
 
@@ -536,6 +553,7 @@ def agent(
     ),
     address: str | None = typer.Option(None, help="Temporal address."),
     workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID, help="Coordinator workflow id."),
+    metrics_port: int | None = typer.Option(None, min=0, help=METRICS_PORT_HELP),
 ) -> None:
     """Run a Spark agent: one SparkSession, a Temporal worker on task queue agent.<name>."""
     import logging
@@ -569,6 +587,7 @@ def agent(
                 checkpoint_dir=checkpoint_dir or state / "checkpoints",
                 work_dir=state / "agents",
                 workflow_id=workflow_id,
+                metrics_address=_metrics_address(metrics_port),
             )
         )
 

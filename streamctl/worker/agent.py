@@ -12,6 +12,9 @@ Lifecycle of an agent process:
 4. On a normal stop: stop its queries gracefully and send ``UnregisterWorker``. After
    ``kill -9`` nothing is sent: the coordinator notices the missing heartbeats, declares the
    agent ``DEAD`` and moves its queries elsewhere.
+
+With a metrics port it serves its load, its actions and its queries' rates on Prometheus'
+format, with the Temporal SDK's series (:mod:`streamctl.worker.metrics`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import TYPE_CHECKING
 from temporalio.worker import Worker
 
 from streamctl.client.client import CoordinatorClient, new_id
+from streamctl.worker.metrics import AgentMetrics, MetricsAddress, SdkMetrics
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import agent_task_queue
 from streamctl.workflows.coordinator import COORDINATOR_WORKFLOW_ID
@@ -79,28 +83,39 @@ async def run_agent(
     workflow_id: str = COORDINATOR_WORKFLOW_ID,
     heartbeat_interval: float = HEARTBEAT_INTERVAL_S,
     ready: asyncio.Event | None = None,
+    metrics_address: MetricsAddress = MetricsAddress(),
 ) -> None:
     from streamctl.activities.spark import SparkActivities, SparkQueries
 
+    metrics = AgentMetrics(name, capacity)
+    sdk = SdkMetrics() if metrics_address.enabled else None
     work_root = work_dir / name
     session = await asyncio.to_thread(agent_spark_session, name, master, work_root)
-    temporal = await connect(address, namespace)
+    temporal = await connect(address, namespace, runtime=sdk.runtime if sdk else None)
     # One sender per process: the coordinator drops event batches whose sequence number it has
     # seen from the sender, and a restarted agent counts from 1 again.
     coordinator = await CoordinatorClient(
         address, namespace=namespace, workflow_id=workflow_id, sender=f"agent-{name}-{new_id()}"
     ).connect()
-    queries = SparkQueries(session, name, checkpoint_dir, work_root, coordinator.try_send)
+    queries = SparkQueries(
+        session, name, checkpoint_dir, work_root, metrics.observing(coordinator.try_send)
+    )
+    metrics.track_load(queries.active_count)
     activities = SparkActivities(queries)
     task_queue = agent_task_queue(name)
     try:
-        with ThreadPoolExecutor(max_workers=capacity + 2) as executor:
+        with contextlib.ExitStack() as endpoint, ThreadPoolExecutor(capacity + 2) as executor:
+            if metrics_address.enabled:
+                served = metrics.serve(metrics_address.host, metrics_address.port, sdk)
+                endpoint.callback(served.close)
+                log.info("metrics on %s:%d/metrics", metrics_address.host, served.port)
             worker = Worker(
                 temporal,
                 task_queue=task_queue,
                 activities=activities.all(),
                 activity_executor=executor,
                 max_concurrent_activities=capacity + 2,
+                interceptors=[metrics.interceptor()],
             )
             async with worker:
                 await coordinator.send(

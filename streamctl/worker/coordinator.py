@@ -10,24 +10,27 @@ when an abandoned attempt and its retry overlap.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import multiprocessing
 import os
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from multiprocessing.managers import SyncManager
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.worker import SharedStateManager, Worker
+from temporalio.worker import Interceptor, SharedStateManager, Worker
 
 from streamctl.activities import decode
 from streamctl.activities.coordinator_requests import request_reoptimize
 from streamctl.activities.passes import CatalogActivities
 from streamctl.catalog.store import catalog_engine
 from streamctl.catalog.urls import catalog_kind
+from streamctl.worker.metrics import CoordinatorMetrics, MetricsAddress, SdkMetrics, workflow_status
 from streamctl.worker.search_attributes import search_attributes_ready
 from streamctl.workflows.coordinator import (
     COORDINATOR_TASK_QUEUE,
@@ -52,6 +55,7 @@ def build_worker(
     executor: Executor,
     task_queue: str = COORDINATOR_TASK_QUEUE,
     shared_state_manager: SharedStateManager | None = None,
+    interceptors: Sequence[Interceptor] = (),
 ) -> Worker:
     """The coordinator worker; ``executor`` runs the catalog activities.
 
@@ -70,6 +74,7 @@ def build_worker(
         # hold the slot that pass needs.
         max_concurrent_activities=ACTIVITY_SLOTS + 1,
         shared_state_manager=shared_state_manager,
+        interceptors=interceptors,
     )
 
 
@@ -151,8 +156,15 @@ async def run_coordinator_worker(
     start_workflow: bool = True,
     config: CoordinatorConfig | None = None,
     ready: asyncio.Event | None = None,
+    workflow_id: str = COORDINATOR_WORKFLOW_ID,
+    metrics_address: MetricsAddress = MetricsAddress(),
 ) -> None:
-    client = await connect(address, namespace)
+    """Serve the coordinator's task queue until cancelled; with ``metrics_address`` enabled,
+    also its Prometheus endpoint (:mod:`streamctl.worker.metrics`), the pending messages of
+    ``workflow_id``'s coordinator among its series."""
+    sdk = SdkMetrics() if metrics_address.enabled else None
+    client = await connect(address, namespace, runtime=sdk.runtime if sdk else None)
+    metrics = CoordinatorMetrics()
     # Spawned, not forked: this process already runs gRPC and asyncio threads.
     context = multiprocessing.get_context("spawn")
     manager = SyncManager(ctx=context)
@@ -176,11 +188,23 @@ async def run_coordinator_worker(
             executor,
             task_queue,
             SharedStateManager.create_from_multiprocessing(manager),
+            [metrics.interceptor()],
         )
-        async with worker:
+        status = workflow_status(client, workflow_id, loop)
+        async with worker, contextlib.AsyncExitStack() as endpoint:
+            if metrics_address.enabled:
+                served = metrics.serve(
+                    metrics_address.host, metrics_address.port, sdk, catalog_url, status
+                )
+                endpoint.callback(served.close)
+                log.info("metrics on %s:%d/metrics", metrics_address.host, served.port)
             if start_workflow:
                 await ensure_coordinator(
-                    client, config=config, task_queue=task_queue, catalog_url=catalog_url
+                    client,
+                    workflow_id=workflow_id,
+                    config=config,
+                    task_queue=task_queue,
+                    catalog_url=catalog_url,
                 )
             log.info("coordinator worker polling %s on %s", task_queue, address)
             if ready is not None:

@@ -171,6 +171,8 @@ class Supervisor:
         }
         if self.file_roots:
             environment["STREAMCTL_FILE_ROOTS"] = os.pathsep.join(map(str, self.file_roots))
+        # One port for several processes would collide: the embedded stack serves no metrics.
+        environment.pop("STREAMCTL_METRICS_PORT", None)
         return environment
 
     def _start_agent(self, name: str) -> subprocess.Popen[bytes]:

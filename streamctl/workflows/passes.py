@@ -57,6 +57,17 @@ class PassInput:
 
 
 @dataclass(frozen=True)
+class PassTally:
+    """What a pass handled, counted once per pass for the worker's metrics
+    (:mod:`streamctl.worker.metrics`): ``outcomes[kind][outcome]`` is the number of requests of
+    that kind answered ``"ok"`` or with that error code (unknown kinds count as ``"invalid"``)."""
+
+    requests: int
+    events: int
+    outcomes: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class PassResult:
     version: int
     responses: list[str]
@@ -65,6 +76,7 @@ class PassResult:
     replayed: bool = False
     actions: list[AgentAction] = field(default_factory=list)
     """What agents should do now (:mod:`streamctl.workflows.actions`); the workflow runs them."""
+    tally: PassTally | None = None
     agents_by_state: dict[str, int] = field(default_factory=dict)
     queries_by_state: dict[str, int] = field(default_factory=dict)
     """The snapshot's agents by liveness state and queries by current state (a state with none
