@@ -60,8 +60,11 @@ def spec(name: str, columns: tuple[m.ColumnSpec, ...], directory: Path) -> SinkS
 class Deployment:
     """A coordinator with two agents and the catalog entities the tests share."""
 
-    def __init__(self, client: CoordinatorClient, root: Path, agents: dict[str, Any]) -> None:
+    def __init__(
+        self, client: CoordinatorClient, root: Path, agents: dict[str, Any], task_queue: str
+    ) -> None:
         self.client = client
+        self.task_queue = task_queue  # the coordinator's
         self.root = root
         self.agents = agents
         self.source_dir = root / "orders"
@@ -117,7 +120,7 @@ async def deploy(
             return sorted(w["name"] for w in workers if w["state"] == "ALIVE") == sorted(names)
 
         await wait_until(all_alive, timeout=180, interval=0.5)
-        deployment = Deployment(client, tmp_path, agents)
+        deployment = Deployment(client, tmp_path, agents, coordinator.task_queue)
         deployment.source_dir.mkdir()
         await client.ask(m.CreateLogicalSource("orders", ORDERS))
         await client.ask(

@@ -168,7 +168,8 @@ BAD_INPUT: list[tuple[Envelope, str, str]] = [
         "INVALID_STATEMENT",
         "line 2, column 20: queries have no attribute 'colour'",
     ),
-    (Envelope("", "Reoptimize", {}), ErrorCode.NOT_SUPPORTED, "not supported yet"),
+    (Envelope("", "ListChanges", {"limit": 0}), ErrorCode.INVALID_REQUEST, "limit must be"),
+    (Envelope("", "ListChanges", {"limit": "all"}), ErrorCode.INVALID_REQUEST, "field 'limit'"),
 ]
 
 

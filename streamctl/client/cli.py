@@ -414,10 +414,12 @@ def history(
         print(json.dumps(changes))
         return
     columns = ("version", "entity", "key", "action", "reason")
-    console.print(rows_table("changes", changes, columns))
+    console.print(rows_table("changes", changes, columns, whole=("reason",)))
 
 
-def _schedule_call(address: str | None, state_dir: Path | None, call: Any) -> Any:
+def _schedule_call(
+    address: str | None, state_dir: Path | None, call: Any, name: str = "reoptimize"
+) -> Any:
     """Run ``call(client)`` against Temporal; a schedule Temporal does not know is a refusal."""
     from temporalio.service import RPCError, RPCStatusCode
 
@@ -429,8 +431,10 @@ def _schedule_call(address: str | None, state_dir: Path | None, call: Any) -> An
     try:
         return asyncio.run(run())
     except RPCError as error:
-        code = "NOT_FOUND" if error.status == RPCStatusCode.NOT_FOUND else error.status.name
-        print_refusal(code, error.message, False)
+        if error.status == RPCStatusCode.NOT_FOUND:
+            print_refusal("NOT_FOUND", f"there is no schedule {name!r}", False)
+        else:
+            print_refusal(error.status.name, error.message, False)
         raise typer.Exit(EXIT_REFUSED) from None
     except (ConnectionError, RuntimeError) as error:
         print_refusal("UNREACHABLE", f"Temporal at {target}: {error}", False)
@@ -445,6 +449,7 @@ def schedule_reoptimize(
     state_dir: Path | None = typer.Option(None),
     workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID, help="The coordinator to ask."),
     task_queue: str = typer.Option(COORDINATOR_TASK_QUEUE, help="The coordinator's task queue."),
+    name: str = typer.Option("reoptimize", help="The schedule's id."),
 ) -> None:
     """Reoptimize every interval: restart retryable failed queries, move queries off lagging or
     SUSPECT agents, rebalance (decisions in ``streamctl history``)."""
@@ -459,8 +464,9 @@ def schedule_reoptimize(
         address,
         state_dir,
         lambda client: schedules.schedule_reoptimize(
-            client, interval, coordinator_id=workflow_id, task_queue=task_queue
+            client, interval, coordinator_id=workflow_id, task_queue=task_queue, schedule_id=name
         ),
+        name,
     )
     if as_json:
         print(json.dumps(result))
@@ -478,7 +484,9 @@ def schedule_trigger(
     """Run a schedule's action once now."""
     from streamctl.client import schedules
 
-    _schedule_call(address, state_dir, lambda client: schedules.trigger_schedule(client, name))
+    _schedule_call(
+        address, state_dir, lambda client: schedules.trigger_schedule(client, name), name
+    )
     console.print(f"[green]✓[/] triggered schedule {name}")
 
 
@@ -491,7 +499,7 @@ def schedule_delete(
     """Delete a schedule (runs already started finish)."""
     from streamctl.client import schedules
 
-    _schedule_call(address, state_dir, lambda client: schedules.delete_schedule(client, name))
+    _schedule_call(address, state_dir, lambda client: schedules.delete_schedule(client, name), name)
     console.print(f"[green]✓[/] deleted schedule {name}")
 
 

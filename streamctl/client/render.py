@@ -39,13 +39,21 @@ def _is_column(value: Any) -> bool:
     return isinstance(value, dict) and "name" in value and "type" in value
 
 
-def rows_table(title: str, rows: list[dict[str, Any]], columns: tuple[str, ...]) -> Table:
+def rows_table(
+    title: str, rows: list[dict[str, Any]], columns: tuple[str, ...], whole: tuple[str, ...] = ()
+) -> Table:
+    """A table of ``rows``; long values are shortened, except in the ``whole`` columns (which
+    wrap instead: a changelog's reason is the point of reading it)."""
     table = Table(title=title, title_justify="left")
     for column in columns:
         table.add_column(column.replace("_", " "))
     for row in rows:
-        values = [cell(row.get(column)) for column in columns]
-        table.add_row(*(_shorten(v) for v in values))
+        table.add_row(
+            *(
+                cell(row.get(column)) if column in whole else _shorten(cell(row.get(column)))
+                for column in columns
+            )
+        )
     return table
 
 
