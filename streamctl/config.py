@@ -6,10 +6,13 @@
 ``STREAMCTL_STATE_DIR``         where ``streamctl up`` keeps its files, default ``.state``
 ``STREAMCTL_BATCH_SIZE``        messages per pass (coordinator start), default 2000
 ``STREAMCTL_BATCH_TIMEOUT``     seconds to gather a batch (coordinator start), default 0.01
-``STREAMCTL_FILES_DIR``         where inline ``File(...)`` paths resolve and inline sinks write,
-                              default ``<state dir>/files``
-``STREAMCTL_FILE_ROOTS``        more directories inline sources and sinks may use
-                              (``os.pathsep``-separated), default none
+``STREAMCTL_FILES_DIR``         where relative paths of file sources and sinks (inline or
+                              catalog) resolve and inline sinks write, default
+                              ``<state dir>/files``; always a file root
+``STREAMCTL_FILE_ROOTS``        more directories file sources and sinks may use
+                              (``os.pathsep``-separated), default none. Every path option of a
+                              source or sink must lie under a file root
+                              (:mod:`streamctl.activities.paths`)
 ``STREAMCTL_METRICS_PORT``      port of the Prometheus endpoint of ``streamctl coordinator`` and
                               ``streamctl agent`` (``--metrics-port`` wins), default 0 = none
 ``STREAMCTL_METRICS_HOST``      address that endpoint binds, default ``127.0.0.1`` (``0.0.0.0``
@@ -108,16 +111,20 @@ def batch_timeout() -> float:
     return float(os.environ.get("STREAMCTL_BATCH_TIMEOUT", "0.01"))
 
 
-def files_dir() -> Path:
+def files_dir(state: Path | None = None) -> Path:
+    """``STREAMCTL_FILES_DIR``, else ``files`` in ``state`` (default: :func:`state_dir`)."""
     configured = os.environ.get("STREAMCTL_FILES_DIR")
-    return Path(configured).resolve() if configured else state_dir() / "files"
+    if configured:
+        return Path(configured).resolve()
+    return (state.resolve() if state is not None else state_dir()) / "files"
 
 
 def file_roots() -> tuple[Path, ...]:
-    """The directories inline sources may read and inline sinks may write: the files
-    directory first, then ``STREAMCTL_FILE_ROOTS``."""
+    """The directories file sources may read and file sinks may write, symlinks resolved:
+    the files directory first, then ``STREAMCTL_FILE_ROOTS``."""
     extra = os.environ.get("STREAMCTL_FILE_ROOTS", "")
-    return (files_dir(), *(Path(p).resolve() for p in extra.split(os.pathsep) if p.strip()))
+    configured = (files_dir(), *(Path(p) for p in extra.split(os.pathsep) if p.strip()))
+    return tuple(Path(os.path.realpath(root)) for root in configured)
 
 
 def gateway_token() -> str | None:

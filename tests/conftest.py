@@ -36,6 +36,14 @@ from streamctl.workflows.coordinator import CoordinatorConfig
 
 PG_ADMIN_URL = os.environ.get("STREAMCTL_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 
+# The coordinator confines file sources and sinks to its file roots. Tests create theirs under
+# pytest's tmp_path (in the temp dir), in coordinators run in this process and in the agents
+# and stacks it spawns, which inherit the environment: so the temp dir is a root for the whole
+# session, set before any of them starts. Tests of the confinement set their own roots.
+os.environ["STREAMCTL_FILE_ROOTS"] = os.pathsep.join(
+    part for part in (os.environ.get("STREAMCTL_FILE_ROOTS"), tempfile.gettempdir()) if part
+)
+
 
 @dataclass
 class DevServer:

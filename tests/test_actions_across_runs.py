@@ -75,7 +75,7 @@ async def test_an_action_cut_short_by_continue_as_new_runs_again_in_the_next_run
         async with worker:
             await client.send(m.RegisterWorker(agent.name, capacity=2))
             await client.ask(m.CreateLogicalSource("numbers", COLUMNS))
-            await client.ask(m.CreatePhysicalSource("numbers", "FILE", {"file_path": "/in/"}))
+            await client.ask(m.CreatePhysicalSource("numbers", "FILE", {"file_path": "in/"}))
             await client.ask(m.CreateSink("out", COLUMNS, "VOID"))
             first_run = (await coordinator.handle.describe()).run_id
             created = await client.ask(m.CreateQuery("SELECT id FROM numbers INTO out"))

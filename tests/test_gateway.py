@@ -31,6 +31,7 @@ from conftest import wait_until
 from fastapi.routing import APIRoute
 from typer.testing import CliRunner
 
+from streamctl import config
 from streamctl.client.cli import app as cli_app
 from streamctl.client.gateway import (
     PROBLEM_MEDIA_TYPE,
@@ -45,7 +46,7 @@ SCHEMA = [
     {"name": "id", "type": "UINT64", "nullable": False},
     {"name": "amount", "type": "INT64", "nullable": False},
 ]
-SINK = {"name": "big", "schema": SCHEMA, "type": "File", "config": {"file_path": "/out/big"}}
+SINK = {"name": "big", "schema": SCHEMA, "type": "File", "config": {"file_path": "out/big"}}
 
 # --- a minimal JSON Schema validator (the keywords FastAPI/pydantic emit) ---------------------
 
@@ -270,7 +271,7 @@ async def test_curl_creates_a_sink_and_reads_it_back(gateway: Gateway) -> None:
         "created_version": created.body["created_version"],
     }
     assert created.body == expected
-    assert created.body["config"]["file_path"] == "/out/big"
+    assert created.body["config"]["file_path"] == str(config.files_dir() / "out" / "big")
     assert created.headers["location"] == gateway.url + "/v1/sinks/big"
 
     read = await gateway.curl("GET", "/v1/sinks/{name}", name="big")
@@ -382,7 +383,7 @@ async def test_every_route_answers_as_documented(gateway: Gateway) -> None:
     physical = await call(
         "POST",
         "/v1/physical-sources",
-        body={"logical_source": "ORDERS", "type": "File", "config": {"file_path": "/in/"}},
+        body={"logical_source": "ORDERS", "type": "File", "config": {"file_path": "in/"}},
     )
     source_id = physical.body["id"]
     assert physical.headers["location"].endswith(f"/physical-sources/{source_id}")

@@ -52,7 +52,7 @@ def test_changes_inside_one_pass_leave_the_same_catalog_on_both_backends(catalog
             m.CreateLogicalSource("gone", SCHEMA),
             m.DropLogicalSource("gone"),  # created and dropped in one pass: never written
             m.CreateSink("out", SCHEMA, "Print"),
-            m.CreatePhysicalSource("kept", "File", {"file_path": "/a"}, worker="w1"),
+            m.CreatePhysicalSource("kept", "File", {"file_path": "a"}, worker="w1"),
         ],
         events=(m.RegisterWorker("w1"),),  # stage 1: exists before the physical source
     )
@@ -63,7 +63,7 @@ def test_changes_inside_one_pass_leave_the_same_catalog_on_both_backends(catalog
         [
             m.DropLogicalSource("replaced"),
             m.CreateLogicalSource("replaced", WIDER),  # a new row in place of a deleted one
-            m.CreatePhysicalSource("replaced", "File", {"file_path": "/b"}),
+            m.CreatePhysicalSource("replaced", "File", {"file_path": "b"}),
             m.CreateLogicalSource("kept", SCHEMA),
             m.DropSink("out"),
             m.CreateSink("out", WIDER, "Void"),

@@ -26,10 +26,10 @@ WRONG = (m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("amount", "VARSIZED",
 
 SETUP: list[m.Request] = [
     m.CreateLogicalSource("orders", ORDERS),
-    m.CreatePhysicalSource("orders", "FILE", {"file_path": "/data/orders/"}),
+    m.CreatePhysicalSource("orders", "FILE", {"file_path": "data/orders/"}),
     m.CreateLogicalSource("lonely", ORDERS),  # no physical source
-    m.CreateSink("big", BIG, "FILE", {"file_path": "/out/big"}),
-    m.CreateSink("wrong", WRONG, "FILE", {"file_path": "/out/wrong"}),
+    m.CreateSink("big", BIG, "FILE", {"file_path": "out/big"}),
+    m.CreateSink("wrong", WRONG, "FILE", {"file_path": "out/wrong"}),
 ]
 
 REFUSED = [
@@ -51,7 +51,7 @@ REFUSED = [
         "SCHEMA(id UINT64 NOT NULL, amount INT64 NOT NULL) AS `SOURCE`.`SCHEMA`) INTO big",
         "INVALID_STATEMENT",
         "line 1, column 24: the inline FILE source's path '/etc/passwd' is outside the "
-        "directories that inline sources and sinks may use",
+        "directories that file sources and sinks may use",
     ),
     ("SELECT id, amount FROM lonely INTO big", "INVALID_STATEMENT", "no physical source"),
     ("   ", "INVALID_REQUEST", "empty"),

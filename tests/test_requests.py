@@ -8,6 +8,7 @@ import pytest
 from catalog_tools import failed_workflow_tasks
 from temporalio.client import WorkflowUpdateFailedError
 
+from streamctl import config
 from streamctl.client import errors
 from streamctl.client.client import new_id
 from streamctl.workflows import messages as m
@@ -23,23 +24,21 @@ async def test_create_get_list_drop_with_cascade(start_coordinator, catalog_url)
     try:
         created = await client.ask(m.CreateLogicalSource("orders", SCHEMA))
         assert created["schema"][0] == {"name": "id", "type": "UINT64", "nullable": False}
-        physical = await client.ask(
-            m.CreatePhysicalSource("orders", "file", {"file_path": "/data"})
-        )
+        physical = await client.ask(m.CreatePhysicalSource("orders", "file", {"file_path": "data"}))
         assert physical["type"] == "FILE" and physical["logical_source"] == "orders"
         await client.ask(m.CreateSink("out", SCHEMA, "Print"))
 
         assert [s["name"] for s in await client.ask(m.ListLogicalSources())] == ["orders"]
         # Stored in canonical form: NebulaStream's option names accepted, defaults filled in.
         assert (await client.ask(m.GetPhysicalSource(physical["id"])))["config"] == {
-            "file_path": "/data",
+            "file_path": str(config.files_dir() / "data"),
             "format": "CSV",
             "field_delimiter": ",",
             "tuple_delimiter": "\n",
             "allow_delimiter_in_quotes": True,
         }
         refused = await client.ask_response(
-            m.CreatePhysicalSource("orders", "FILE", {"FILE_PATH": "/d", "PARSER.TYPE": "XML"})
+            m.CreatePhysicalSource("orders", "FILE", {"FILE_PATH": "d", "PARSER.TYPE": "XML"})
         )
         assert (refused.ok, refused.error_code) == (False, "INVALID_REQUEST")
         assert "XML" in (refused.error_message or ""), refused
@@ -182,7 +181,7 @@ async def test_bad_input_gets_a_per_request_error_and_no_failed_workflow_task(
     client = await coordinator.client().connect()
     try:
         await client.ask(m.CreateLogicalSource("dup", SCHEMA))
-        await client.ask(m.CreatePhysicalSource("dup", "FILE", {"file_path": "/d"}))
+        await client.ask(m.CreatePhysicalSource("dup", "FILE", {"file_path": "d"}))
         cases = [
             *BAD_INPUT,
             (

@@ -14,9 +14,9 @@ from streamctl.workflows import messages as m
 SCRIPT = """
 CREATE LOGICAL SOURCE orders(id UINT64 NOT NULL, amount INT64 NOT NULL, ts UINT64 NOT NULL);
 CREATE PHYSICAL SOURCE FOR orders TYPE File
-    SET('/data/orders/' AS `SOURCE`.FILE_PATH, '|' AS PARSER.FIELD_DELIMITER);
+    SET('data/orders/' AS `SOURCE`.FILE_PATH, '|' AS PARSER.FIELD_DELIMITER);
 CREATE SINK big(id UINT64 NOT NULL, amount INT64 NOT NULL) TYPE File
-    SET('/out/big.csv' AS `SINK`.FILE_PATH, 'CSV' AS `SINK`.INPUT_FORMAT);
+    SET('out/big.csv' AS `SINK`.FILE_PATH, 'CSV' AS `SINK`.INPUT_FORMAT);
 CREATE WORKER w1 SET(2 AS CAPACITY);
 SELECT id, amount FROM orders WHERE amount > 10 INTO big;
 """
@@ -126,7 +126,7 @@ def test_a_declared_worker_is_dropped_with_its_pinned_sources_only_on_cascade(ca
         activities,
         1,
         "CREATE WORKER edge; CREATE LOGICAL SOURCE s(id UINT64);"
-        "CREATE PHYSICAL SOURCE FOR s TYPE File SET('/d' AS `SOURCE`.FILE_PATH, 'EDGE' AS WORKER)",
+        "CREATE PHYSICAL SOURCE FOR s TYPE File SET('d' AS `SOURCE`.FILE_PATH, 'EDGE' AS WORKER)",
     )
     assert created["ok"], created
     assert created["result"]["statements"][2]["result"]["worker"] == "EDGE"

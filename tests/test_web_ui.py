@@ -106,7 +106,7 @@ async def run_a_query(client: CoordinatorClient, agent: str) -> int:
     """Register ``agent``, create what a query needs and start it; its id once it runs."""
     await client.send(m.RegisterWorker(agent, capacity=2))
     await client.ask(m.CreateLogicalSource("numbers", COLUMNS))
-    await client.ask(m.CreatePhysicalSource("numbers", "FILE", {"file_path": "/in/"}))
+    await client.ask(m.CreatePhysicalSource("numbers", "FILE", {"file_path": "in/"}))
     await client.ask(m.CreateSink("out", COLUMNS, "VOID"))
     created = await client.ask(m.CreateQuery("SELECT id FROM numbers INTO out"))
 

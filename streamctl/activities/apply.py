@@ -14,6 +14,7 @@ from typing import Any
 from streamctl.activities import explain, history, inline, reoptimize, statements
 from streamctl.activities import queries as queries_stage
 from streamctl.activities.context import PassContext, RequestFailed
+from streamctl.activities.paths import confine_sink_options, confine_source_options
 from streamctl.activities.validate import checked_kind as _kind
 from streamctl.activities.validate import checked_name as _name
 from streamctl.activities.validate import checked_schema as _schema
@@ -321,12 +322,17 @@ def create_physical_source(ctx: PassContext, request: m.CreatePhysicalSource) ->
         raise _not_found("logical source", request.logical_source)
     if request.worker is not None and ctx.view.workers.get(request.worker) is None:
         raise _not_found("worker", request.worker)
+    options = confine_source_options(
+        source_type,
+        _options(normalize_source_options, source_type, request.config),
+        f"the {source_type} source's",
+    )
     ctx.view.load_physical_sources_of([request.logical_source])
     row = PhysicalSourceRow(
         id=ctx.view.next_id("physical_source"),
         logical_source=request.logical_source,
         type=source_type,
-        config=_options(normalize_source_options, source_type, request.config),
+        config=options,
         worker=request.worker,
         created_version=ctx.view.version,
         updated_version=ctx.view.version,
@@ -374,11 +380,16 @@ def create_sink(ctx: PassContext, request: m.CreateSink) -> Any:
     sink_type = _kind(request.type, SINK_TYPES, "sink")
     if ctx.view.sinks.get(name) is not None:
         raise RequestFailed(ErrorCode.ALREADY_EXISTS, f"sink {name!r} already exists")
+    options = confine_sink_options(
+        sink_type,
+        _options(normalize_sink_options, sink_type, request.config),
+        f"the {sink_type} sink {name!r}: its",
+    )
     row = SinkRow(
         name=name,
         schema=schema,
         type=sink_type,
-        config=_options(normalize_sink_options, sink_type, request.config),
+        config=options,
         created_version=ctx.view.version,
         updated_version=ctx.view.version,
     )

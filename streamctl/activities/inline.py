@@ -11,10 +11,9 @@ A query may define its sources and its sink inside the statement, as NebulaStrea
 1. binds the statement with its inline parts: column types, the sink's schema (given with
    ``SCHEMA(...) AS `SINK`.`SCHEMA``` or else the query's own) and the connector options are
    checked exactly as for catalog objects;
-2. confines file paths (DESIGN §5: no file paths smuggled into SQL). A relative
-   ``FILE_PATH`` resolves against the files directory (``STREAMCTL_FILES_DIR``, by default
-   ``<state dir>/files``), and every path must lie under one of the file roots (the files
-   directory and ``STREAMCTL_FILE_ROOTS``, ``streamctl up --file-root DIR``). A File or
+2. confines file paths exactly as for catalog objects (:mod:`streamctl.activities.paths`: a
+   relative ``FILE_PATH`` resolves against the files directory, every path must lie under a
+   file root), refusing with ``INVALID_STATEMENT`` and the part's position. A File or
    Checksum sink without a path writes under ``<files dir>/sinks/<sink name>``;
 3. creates them, in the same pass, a logical source and its physical source for each inline source
    (``query<id>.source<n>``) and a sink for an inline sink (``query<id>.sink``);
@@ -32,13 +31,12 @@ Guarantees
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-from pathlib import Path
 from typing import Any
 
 from streamctl import config
 from streamctl.activities.context import PassContext, RequestFailed
+from streamctl.activities.paths import confine_sink_options, confine_source_options
 from streamctl.activities.validate import checked_kind, checked_schema, connector_options
 from streamctl.catalog.rows import LogicalSourceRow, PhysicalSourceRow, SinkRow
 from streamctl.catalog.schema import SINK_TYPES, SOURCE_TYPES
@@ -191,11 +189,12 @@ def _checked_source(ctx: PassContext, scan: ir.InlineScan, name: str, where: str
             f"{where}the inline {source_type} source is placed on worker {worker!r}, which does "
             "not exist (SOURCE.HOST names a worker: see SHOW WORKERS)",
         )
-    options = connector_options(normalize_source_options, source_type, options)
-    if options.get(PATH_OPTION):
-        options[PATH_OPTION] = confined_path(
-            str(options[PATH_OPTION]), f"{where}the inline {source_type} source's"
-        )
+    options = confine_source_options(
+        source_type,
+        connector_options(normalize_source_options, source_type, options),
+        f"{where}the inline {source_type} source's",
+        INVALID_STATEMENT,
+    )
     columns = tuple(
         m.ColumnSpec(column, field.type, field.nullable)
         for column, field in zip(scan.source_columns, scan.fields, strict=True)
@@ -211,11 +210,10 @@ def _checked_sink(bound: BoundQuery, name: str, version: int) -> SinkRow:
         sink_type,
         {k: v for k, v in bound.inline_sink.config_dict().items() if not _is_schema(k)},
     )
-    if options.get(PATH_OPTION):
-        options[PATH_OPTION] = confined_path(
-            str(options[PATH_OPTION]), f"the inline {sink_type} sink's"
-        )
-    elif sink_type in ("FILE", "CHECKSUM"):
+    options = confine_sink_options(
+        sink_type, options, f"the inline {sink_type} sink's", INVALID_STATEMENT
+    )
+    if sink_type in ("FILE", "CHECKSUM") and not options.get(PATH_OPTION):
         options[PATH_OPTION] = str(config.files_dir() / "sinks" / name)
     columns = tuple(m.ColumnSpec(c.name, c.type, c.nullable) for c in bound.output_schema)
     return SinkRow(name, checked_schema(columns), sink_type, options, version, version)
@@ -223,23 +221,6 @@ def _checked_sink(bound: BoundQuery, name: str, version: int) -> SinkRow:
 
 def _is_schema(key: str) -> bool:
     return key.upper().rsplit(".", 1)[-1] == "SCHEMA"
-
-
-def confined_path(raw: str, what: str) -> str:
-    """``raw`` as an absolute path inside the file roots (relative: to the files directory)."""
-    path = Path(raw).expanduser()
-    if not path.is_absolute():
-        path = config.files_dir() / path
-    resolved = Path(os.path.realpath(path))
-    roots = config.file_roots()
-    if not any(resolved == root or root in resolved.parents for root in roots):
-        raise RequestFailed(
-            INVALID_STATEMENT,
-            f"{what} path {raw!r} is outside the directories that inline sources and sinks "
-            f"may use ({', '.join(str(root) for root in roots)}); move the data there or "
-            "allow its directory with STREAMCTL_FILE_ROOTS (streamctl up --file-root DIR)",
-        )
-    return str(resolved)
 
 
 def _scan_catalog_sources(operator: ir.Operator, renamed: dict[str, str]) -> ir.Operator:

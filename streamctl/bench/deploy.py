@@ -50,7 +50,9 @@ async def _wait_state(client: CoordinatorClient, query_id: int, state: str) -> N
 
 
 async def _deploy(root: Path, source_dir: Path, rounds: int, master: str) -> list[float]:
-    async with bench_stack(f"sqlite:///{root / 'catalog.db'}", agents=1, master=master) as (
+    async with bench_stack(  # the source directory lies in root: a file root of the stack
+        f"sqlite:///{root / 'catalog.db'}", agents=1, master=master, file_roots=(root,)
+    ) as (
         address,
         _temporal,
     ):

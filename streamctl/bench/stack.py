@@ -27,8 +27,10 @@ async def bench_supervisor(
     agents: int = 0,
     master: str = "local[*]",
     capacity: int = 4,
+    file_roots: tuple[Path, ...] = (),
 ) -> AsyncIterator[Supervisor]:
-    """A started stack (with ``agents`` local Spark agents on ``master``), stopped afterwards."""
+    """A started stack (with ``agents`` local Spark agents on ``master``, file sources and
+    sinks allowed under ``file_roots`` besides its files directory), stopped afterwards."""
     with tempfile.TemporaryDirectory(prefix="streamctl-bench-") as directory:
         supervisor = Supervisor(
             Path(directory),
@@ -40,6 +42,7 @@ async def bench_supervisor(
             agents,
             master,
             capacity,
+            file_roots,
         )
         try:
             await supervisor.start()
@@ -55,8 +58,11 @@ async def bench_stack(
     agents: int = 0,
     master: str = "local[*]",
     capacity: int = 4,
+    file_roots: tuple[Path, ...] = (),
 ) -> AsyncIterator[tuple[str, Client]]:
     """Yield the Temporal address and a connected client of a fresh stack."""
-    async with bench_supervisor(catalog_url, coordinators, agents, master, capacity) as supervisor:
+    async with bench_supervisor(
+        catalog_url, coordinators, agents, master, capacity, file_roots
+    ) as supervisor:
         assert supervisor.client is not None
         yield supervisor.address, supervisor.client

@@ -88,8 +88,8 @@ def up(
     file_root: list[Path] = typer.Option(
         [],
         "--file-root",
-        help="A directory inline File(...) sources and sinks may use, besides <state dir>/files "
-        "(repeatable).",
+        help="A directory file sources and sinks (inline or catalog) may use, besides "
+        "<state dir>/files (repeatable).",
     ),
 ) -> None:
     """Start the embedded stack: Temporal dev server, coordinator worker and workflow, agents."""

@@ -8,11 +8,14 @@ test file's own constructs are its business:
 
 * ``ATTACH INLINE`` rows are written to a CSV file and ``ATTACH FILE`` names a file of the
   suite's ``testdata/``; either path is added to the ``CREATE PHYSICAL SOURCE`` statement as
-  ``'<path>' AS `SOURCE`.FILE_PATH``.
+  ``'<path>' AS `SOURCE`.FILE_PATH``. The coordinator confines every file path to its file
+  roots, so the run's work directory (CSV files, sink directories) lies in the stack's files
+  directory (``<state dir>/files``, ``STREAMCTL_FILES_DIR``) and ``testdata/`` must be a file
+  root for ``ATTACH FILE`` as for inline sources.
 * Paths the suite writes relative to its ``testdata/`` become absolute: an inline source's
   ``FILE_PATH`` (``FROM File('small/a.csv' AS `SOURCE`.FILE_PATH, ...)``) and a generator's
-  ``WORDLIST small/words.csv``. The coordinator reads inline sources only under its file roots,
-  so a stack that runs the suite's inline sources allows ``testdata/`` (``streamctl up
+  ``WORDLIST small/words.csv``. The coordinator reads files only under its file roots, so a
+  stack that runs the suite's files allows ``testdata/`` (``streamctl up
   --file-root``; ``streamctl systest`` starting its own stack does that itself).
 * ``File`` and ``Checksum`` sinks without a path get one in the run's work directory, so the
   runner can read what each query wrote (``<path>/q<id>``). An inline sink (``INTO File()``)

@@ -22,6 +22,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from streamctl import config
 from streamctl.client.client import CoordinatorClient
 from streamctl.client.systest import (
     Outcome,
@@ -68,10 +69,13 @@ def run_systest_command(
         progress.console.print(f"{MARKS[outcome.status]} {where} ({outcome.seconds:.1f}s){detail}")
 
     started = time.monotonic()
-    state_dir.mkdir(parents=True, exist_ok=True)
+    # Staged ATTACH data and sink directories go in the stack's files directory, the one file
+    # root every stack allows (the coordinator refuses paths outside its file roots).
+    files = config.files_dir(state_dir)
+    files.mkdir(parents=True, exist_ok=True)
     with (
         progress,
-        tempfile.TemporaryDirectory(prefix="systest-", dir=state_dir) as work,
+        tempfile.TemporaryDirectory(prefix="systest-", dir=files) as work,
     ):
         summary = asyncio.run(_run(address, workflow_id, selected, jobs, Path(work), report))
     if as_json:

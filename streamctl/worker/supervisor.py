@@ -170,7 +170,11 @@ class Supervisor:
             "STREAMCTL_TEMPORAL_ENV_CONFIG": "0",
         }
         if self.file_roots:
-            environment["STREAMCTL_FILE_ROOTS"] = os.pathsep.join(map(str, self.file_roots))
+            # Added to the roots the environment already allows, never replacing them.
+            inherited = [environment.get("STREAMCTL_FILE_ROOTS", "")]
+            environment["STREAMCTL_FILE_ROOTS"] = os.pathsep.join(
+                [part for part in inherited if part] + [str(root) for root in self.file_roots]
+            )
         # One port for several processes would collide: the embedded stack serves no metrics.
         environment.pop("STREAMCTL_METRICS_PORT", None)
         return environment

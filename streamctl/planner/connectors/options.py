@@ -60,7 +60,9 @@ class OptionSpec:
 
     ``key`` is canonical; ``nes_names`` are the NebulaStream spellings (``PREFIX.NAME`` matches
     only with that prefix, a bare ``NAME`` with any prefix or none). ``allowed`` describes the
-    valid values for error messages.
+    valid values for error messages. ``path`` marks a local file or directory whose contents an
+    agent reads as data or writes: the coordinator confines it to the file roots
+    (:mod:`streamctl.activities.paths`).
     """
 
     key: str
@@ -71,6 +73,7 @@ class OptionSpec:
     secret: bool = False
     nes_names: tuple[str, ...] = ()
     description: str = ""
+    path: bool = False
 
 
 # --- value converters ------------------------------------------------------------------------
@@ -261,6 +264,7 @@ SOURCE_OPTIONS: Final[Mapping[str, tuple[OptionSpec, ...]]] = {
             required=True,
             nes_names=("FILE_PATH",),
             description="a file (read once: bounded) or a directory (new files are read)",
+            path=True,
         ),
         *_parser_options(("CSV", "JSON", "PARQUET")),
     ),
@@ -334,6 +338,7 @@ SOURCE_OPTIONS: Final[Mapping[str, tuple[OptionSpec, ...]]] = {
             _string("a directory path"),
             "a directory path",
             description="base directory of relative WORDLIST paths",
+            path=True,
         ),
         OptionSpec(
             "format",
@@ -408,6 +413,8 @@ SOURCE_OPTIONS: Final[Mapping[str, tuple[OptionSpec, ...]]] = {
         ),
         OptionSpec("sasl_username", _string(), "a user name"),
         OptionSpec("sasl_password", _string(), "a password", secret=True),
+        # Key and trust stores are credentials the Kafka client reads to authenticate, never
+        # data a query returns, and live where the operator keeps TLS material: not ``path``.
         OptionSpec(
             "ssl_truststore_location",
             _string("a path"),
@@ -455,6 +462,7 @@ SINK_OPTIONS: Final[Mapping[str, tuple[OptionSpec, ...]]] = {
             nes_names=("FILE_PATH",),
             description="output directory (default: <state dir>/sinks/<sink name>); each "
             "query writes a subdirectory of its own",
+            path=True,
         ),
         OptionSpec(
             "format",
@@ -503,6 +511,7 @@ SINK_OPTIONS: Final[Mapping[str, tuple[OptionSpec, ...]]] = {
             "a directory path",
             nes_names=("FILE_PATH",),
             description="where per-batch checksums are kept (default: the query's checkpoint)",
+            path=True,
         ),
     ),
     "POSTGRESQL": (
