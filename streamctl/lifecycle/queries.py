@@ -15,8 +15,9 @@ States (DESIGN §5)
 Who moves a query: the pass, on requests (``StartQuery``, ``StopQuery``, ``Reoptimize``), on
 events the agents push (``QueryStatusChanged``), on outcomes of the actions it dispatched, and
 on liveness (an agent turning ``DEAD``). ``STOPPING`` or ``STOPPED`` with a desired state of
-``RUNNING`` is a query being moved: once stopped it starts again on another agent. A transition not in :data:`TRANSITIONS` raises
-:class:`IllegalTransition`; nothing is silently overwritten.
+``RUNNING`` is a query being moved: once stopped it starts again on another agent. A
+transition not in :data:`TRANSITIONS` raises :class:`IllegalTransition`; nothing is silently
+overwritten.
 """
 
 from __future__ import annotations
