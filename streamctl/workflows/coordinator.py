@@ -99,6 +99,7 @@ with workflow.unsafe.imports_passed_through():
         WebUiView,
         config_memo,
         pass_details,
+        pass_summary,
         waiting_details,
     )
 
@@ -426,7 +427,7 @@ class CoordinatorWorkflow:
                 initial_interval=timedelta(milliseconds=200),
                 maximum_interval=timedelta(seconds=5),
             ),
-            summary=f"pass {self.state.pass_no}: {requests} requests, {len(events)} events",
+            summary=pass_summary(self.state.pass_no, requests, len(events)),
         )
         self.passes_this_run += 1
         self.state.version = max(self.state.version, result.version)

@@ -75,6 +75,11 @@ def config_memo(config: CoordinatorConfig) -> dict[str, Any]:
     }
 
 
+def pass_summary(pass_no: int, requests: int, events: int) -> str:
+    """The pass activity's summary in the event history."""
+    return f"pass {pass_no}: {_count(requests, 'request')}, {_count(events, 'event')}"
+
+
 def static_summary(workflow_id: str) -> str:
     return f"{STATIC_SUMMARY} `{workflow_id}`"
 
