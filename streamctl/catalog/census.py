@@ -1,15 +1,16 @@
 """How many agents and queries the catalog holds in each state, read cheaply.
 
 The pass activity reads this after writing its changes, inside its own transaction, so the
-counts are those of the snapshot version it commits. It costs two ``GROUP BY`` statements: the
-queries' ``current_state`` column is indexed, and the workers table holds one row per agent.
+counts are those of the snapshot version it commits; the metrics endpoint reads it per scrape.
+It costs two ``GROUP BY`` statements: the queries' ``current_state`` column is indexed, and the
+workers table holds one row per agent.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sqlalchemy import func, select
+from sqlalchemy import Connection, func, select
 from sqlalchemy.orm import Session
 
 from streamctl.catalog.models import Query, Worker
@@ -23,7 +24,8 @@ class Census:
     queries: dict[str, int] = field(default_factory=dict)
 
 
-def take_census(session: Session) -> Census:
+def take_census(session: Session | Connection) -> Census:
+    """The counts as ``session`` sees them (the pass's transaction, or a scrape's connection)."""
     agents = session.execute(select(Worker.state, func.count()).group_by(Worker.state))
     queries = session.execute(
         select(Query.current_state, func.count()).group_by(Query.current_state)

@@ -62,7 +62,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import func, select
+from sqlalchemy import select
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
@@ -73,7 +73,8 @@ from temporalio.worker import (
     Interceptor,
 )
 
-from streamctl.catalog.models import Query, Worker
+from streamctl.catalog.census import take_census
+from streamctl.catalog.models import Worker
 from streamctl.catalog.store import catalog_engine
 from streamctl.lifecycle.agents import AgentState
 from streamctl.lifecycle.queries import QueryState
@@ -351,11 +352,7 @@ class CoordinatorStateCollector(Collector):
 
     def _catalog(self) -> Iterator[Metric]:
         with catalog_engine(self.catalog_url).connect() as connection:
-            by_state = dict(
-                connection.execute(
-                    select(Query.current_state, func.count()).group_by(Query.current_state)
-                ).all()
-            )
+            census = take_census(connection)
             agents = connection.execute(
                 select(Worker.name, Worker.state, Worker.load, Worker.capacity).order_by(
                     Worker.name
@@ -364,15 +361,13 @@ class CoordinatorStateCollector(Collector):
         queries = GaugeMetricFamily(
             "streamctl_queries", "Queries in the catalog by current state.", labels=["state"]
         )
+        by_state = census.queries
         for state in (*QueryState, *(s for s in by_state if s not in set(QueryState))):
             queries.add_metric([str(state)], float(by_state.get(state, 0)))
         states = GaugeMetricFamily(
             "streamctl_coordinator_agents", "Registered agents by liveness state.", labels=["state"]
         )
-        counts = {str(state): 0 for state in AgentState}
-        for agent in agents:
-            counts[agent.state] = counts.get(agent.state, 0) + 1
-        for state, count in counts.items():
+        for state, count in {**{str(state): 0 for state in AgentState}, **census.agents}.items():
             states.add_metric([state], float(count))
         load = GaugeMetricFamily(
             "streamctl_coordinator_agent_load",
