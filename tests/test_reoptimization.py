@@ -196,3 +196,44 @@ def test_reoptimize_restarts_a_retryable_failed_query_and_history_checks_its_lim
     [last_two] = run_pass(activities, 24, [m.ListChanges(limit=2)])
     assert len(last_two["result"]) == 2
     assert last_two["result"][-1]["action"] == "FAILED->STARTING"
+
+
+def test_a_move_goes_back_to_its_agent_or_waits_when_its_target_left(catalog_url):
+    activities = CatalogActivities(catalog_url)
+    run_pass(activities, 1, SETUP)
+    run_pass(activities, 2, [], events=(m.RegisterWorker("a1", capacity=2),))
+    [created] = run_pass(activities, 3, [m.CreateQuery("SELECT id, amount FROM orders INTO big")])
+    query_id = created["result"]["id"]
+    run_pass(activities, 4, [], events=(m.RegisterWorker("a2", capacity=2),))
+
+    def lag_and_reoptimize(first_pass: int, agent: str, run: int) -> None:
+        running = m.QueryStatusChanged(query_id, "RUNNING", agent=agent, run=run)
+        run_pass(activities, first_pass, [], events=(running,))
+        for offset in (1, 2, 3):
+            stats = m.Statistics(query_id, progress(500, 200))
+            run_pass(activities, first_pass + offset, [], events=(stats,))
+        [answer] = run_pass(activities, first_pass + 4, [m.Reoptimize()])
+        assert answer["result"]["decisions"][0]["move"]["from"] == agent
+
+    # The target leaves before the stop is reported: rather than not run, the query goes back
+    # to the agent it left, the only one with room.
+    lag_and_reoptimize(5, "a1", 1)
+    run_pass(activities, 10, [], events=(m.UnregisterWorker("a2"),))
+    stopped = m.QueryStatusChanged(query_id, "STOPPED", agent="a1", run=1)
+    _, actions = run_pass_with_actions(activities, 11, [], events=(stopped,))
+    assert [(a.agent, a.start.run if a.start else None) for a in actions] == [("a1", 2)]
+
+    # With no agent at all it waits STOPPED, still wanted RUNNING, and starts on the next one.
+    run_pass(activities, 12, [], events=(m.RegisterWorker("a2", capacity=2),))
+    lag_and_reoptimize(13, "a1", 2)
+    _, actions = run_pass_with_actions(
+        activities, 18, [], events=(m.UnregisterWorker("a2"), m.UnregisterWorker("a1"))
+    )
+    assert actions == []
+    [waiting] = run_pass(activities, 19, [m.GetQuery(query_id)])
+    assert (waiting["result"]["current_state"], waiting["result"]["desired_state"]) == (
+        "STOPPED",
+        "RUNNING",
+    )
+    _, actions = run_pass_with_actions(activities, 20, [], events=(m.RegisterWorker("a3", 2),))
+    assert [(a.agent, a.start.run if a.start else None) for a in actions] == [("a3", 3)]

@@ -366,14 +366,27 @@ def agent_registered_again(ctx: PassContext, agent: str) -> None:
 def schedule(ctx: PassContext) -> None:
     """Start the queries waiting for an agent (called once at the end of every pass)."""
     now = ctx.view.now
-    # STOPPED with a desired state of RUNNING: a move whose target had no room when it stopped.
     waiting = [
         row
-        for row in ctx.view.queries_in_states((S.CREATED, S.RECOVERING, S.STOPPED))
+        for row in ctx.view.queries_in_states((S.CREATED, S.RECOVERING)) + _moves_waiting(ctx)
         if row.desired_state == S.RUNNING and (row.retry_at is None or row.retry_at <= now)
     ]
     for row in sorted(waiting, key=lambda r: r.id):
         try_start(ctx, row, "waiting for an agent")
+
+
+def _moves_waiting(ctx: PassContext) -> list[QueryRow]:
+    """``STOPPED`` queries whose desired state is ``RUNNING``: moves whose target had no room
+    when the stop came (loaded by both states: all stopped queries may be many)."""
+    columns = QueryRow.TABLE.c
+    ctx.view.queries.absorb_where(
+        columns.current_state == S.STOPPED, columns.desired_state == S.RUNNING
+    )
+    return [
+        row
+        for row in ctx.view.queries.all_loaded()
+        if row.current_state == S.STOPPED and row.desired_state == S.RUNNING
+    ]
 
 
 def try_start(ctx: PassContext, row: QueryRow, reason: str) -> bool:
