@@ -429,6 +429,14 @@ async def test_every_route_answers_as_documented(gateway: Gateway) -> None:
     assert (await call("GET", "/v1/workers")).body == []
     worker = await call("GET", "/v1/workers/{name}", name="a1")
     assert (worker.status, worker.body["code"]) == (404, "NOT_FOUND")
+    drained = await call("POST", "/v1/workers/{name}/drain", name="a1")
+    assert (drained.status, drained.body["code"]) == (404, "NOT_FOUND")
+
+    assert (await call("POST", "/v1/reoptimize")).body == {"decisions": []}
+    changes = await call("GET", "/v1/changes", params={"entity": "sink", "limit": "2"})
+    assert [(c["key"], c["action"]) for c in changes.body] == [("big", "create"), ("big", "drop")]
+    too_many = await call("GET", "/v1/changes", params={"limit": "0"})
+    assert (too_many.status, too_many.body["code"]) == (422, "INVALID_REQUEST")
 
 
 async def test_openapi_document_covers_every_route(gateway: Gateway) -> None:
@@ -450,7 +458,7 @@ async def test_openapi_document_covers_every_route(gateway: Gateway) -> None:
 
     routes = list(all_routes(create_app(GatewaySettings("unused", token="t")).routes))
     api_routes = [r for r in routes if isinstance(r, APIRoute)]
-    assert len(api_routes) == 22  # 21 under /v1 and /healthz
+    assert len(api_routes) == 25  # 24 under /v1 and /healthz
     documented = {(p, m) for p, item in document["paths"].items() for m in item}
     assert documented == {(r.path, m.lower()) for r in api_routes for m in r.methods or ()}
     for route in api_routes:

@@ -279,6 +279,27 @@ class Worker(_Result):
     created_version: int
 
 
+class Change(_Result):
+    version: int = Field(description="The snapshot version that made the change.")
+    seq: int
+    entity: str
+    key: str
+    action: str
+    reason: str
+    message_id: str
+
+
+class Decision(_Result):
+    query: int
+    reason: str
+    restart: str | None = Field(None, description="The agent a failed query restarts on.")
+    move: dict[str, str] | None = Field(None, description="``from`` and ``to`` agents.")
+
+
+class ReoptimizeResult(_Result):
+    decisions: list[Decision]
+
+
 class Health(BaseModel):
     status: str
 
@@ -670,6 +691,32 @@ def _v1_router(documented_auth: bool) -> APIRouter:
     )
     async def get_worker(name: Name, client: Client) -> Any:
         return await client.ask(m.GetWorker(name))
+
+    @router.post(
+        "/workers/{name}/drain", response_model=Worker, responses=_problems(404), tags=["workers"]
+    )
+    async def drain_worker(name: Name, client: Client) -> Any:
+        """Place no new queries on this worker."""
+        return await client.ask(m.DrainWorker(name))
+
+    # --- operations
+    @router.post(
+        "/reoptimize", response_model=ReoptimizeResult, responses=_problems(), tags=["operations"]
+    )
+    async def reoptimize(client: Client) -> Any:
+        """Restart retryable failed queries, move queries off lagging or SUSPECT agents and
+        rebalance now; answers the decisions and their reasons."""
+        return await client.ask(m.Reoptimize())
+
+    @router.get("/changes", response_model=list[Change], responses=_problems(), tags=["operations"])
+    async def list_changes(
+        client: Client,
+        entity: Annotated[str | None, Query(description="Only changes of this entity.")] = None,
+        key: Annotated[str | None, Query(description="Only changes of this key.")] = None,
+        limit: Annotated[int, Query(ge=1, le=10_000, description="The newest N.")] = 100,
+    ) -> Any:
+        """The changelog: what changed and why, oldest of the newest ``limit`` first."""
+        return await client.ask(m.ListChanges(entity, key, limit))
 
     return router
 
