@@ -132,6 +132,14 @@ class _Load:
         if slots is not None:
             self.agents[agent] = _with_active(slots, max(0, slots.active_queries - 1))
 
+    def move(self, query_id: int, source: str, target: str, why: str) -> Move:
+        """Move a query's slot from ``source`` to ``target``; the decision, with its reason."""
+        self.take(target)
+        self.free(source)
+        return Move(
+            query_id, source, target, f"moved query {query_id} from {source} to {target}: {why}"
+        )
+
 
 def _with_active(slots: AgentSlots, active: int) -> AgentSlots:
     return AgentSlots(slots.name, slots.state, slots.capacity, slots.draining, active)
@@ -170,17 +178,8 @@ def decide(
         placement = place(load.slots(), query.pinned_to, exclude=[query.agent])
         if placement is None:
             return
-        load.take(placement.agent)
-        load.free(query.agent)
         decided.add(query.id)
-        decisions.append(
-            Move(
-                query.id,
-                query.agent,
-                placement.agent,
-                f"moved query {query.id} from {query.agent} to {placement.agent}: {why}",
-            )
-        )
+        decisions.append(load.move(query.id, query.agent, placement.agent, why))
 
     running = [q for q in by_id if q.state == "RUNNING" and q.agent is not None]
     states = {a.name: a.state for a in load.slots()}
@@ -213,15 +212,8 @@ def _rebalance(load: _Load, movable: list[QueryFacts], decisions: list[Decision]
             return
         query = candidates[-1]  # the newest query moves; older ones keep their warm state
         remaining.remove(query)
-        load.take(idlest.name)
-        load.free(busiest.name)
-        decisions.append(
-            Move(
-                query.id,
-                busiest.name,
-                idlest.name,
-                f"moved query {query.id} from {busiest.name} to {idlest.name}: rebalancing, "
-                f"{busiest.name} ran {busiest.active_queries} queries and {idlest.name} "
-                f"{idlest.active_queries} of {idlest.capacity}",
-            )
+        why = (
+            f"rebalancing, {busiest.name} ran {busiest.active_queries} queries and {idlest.name} "
+            f"{idlest.active_queries} of {idlest.capacity}"
         )
+        decisions.append(load.move(query.id, busiest.name, idlest.name, why))
