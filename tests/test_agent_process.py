@@ -4,11 +4,13 @@ queue, and unregisters when it is stopped."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
 import subprocess
 import uuid
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -71,6 +73,29 @@ class AgentProbe:
         )
 
 
+@contextlib.asynccontextmanager
+async def agent_probe(client: Client, agent: str) -> AsyncIterator[Callable[[str, Any], Any]]:
+    """``call(action, argument)``: run one Spark action on ``agent`` through :class:`AgentProbe`
+    (a worker of its own on a fresh task queue while the context lasts)."""
+    probe_queue = f"probe-{uuid.uuid4().hex[:6]}"
+    async with Worker(
+        client,
+        task_queue=probe_queue,
+        workflows=[AgentProbe],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):
+
+        async def call(action: str, argument: Any) -> Any:
+            return await client.execute_workflow(
+                AgentProbe.run,
+                args=[agent, action, argument],
+                id=f"probe-{uuid.uuid4().hex}",
+                task_queue=probe_queue,
+            )
+
+        yield call
+
+
 def workflow_assignment(data: dict[str, Any]) -> QueryAssignment:
     """The probe's input arrives as plain JSON; rebuild the nested dataclasses."""
     from streamctl.workflows.actions import SinkAssignment, SourceAssignment
@@ -130,22 +155,7 @@ async def test_agent_registers_heartbeats_runs_actions_and_unregisters(
         source_dir, sink_dir = tmp_path / "orders", tmp_path / "big"
         source_dir.mkdir()
         job = assignment(21, 1, source_dir, sink_dir)
-        probe_queue = f"probe-{uuid.uuid4().hex[:6]}"
-        async with Worker(
-            temporal_client,
-            task_queue=probe_queue,
-            workflows=[AgentProbe],
-            workflow_runner=UnsandboxedWorkflowRunner(),
-        ):
-
-            async def call(action: str, argument: Any) -> Any:
-                return await temporal_client.execute_workflow(
-                    AgentProbe.run,
-                    args=[name, action, argument],
-                    id=f"probe-{uuid.uuid4().hex}",
-                    task_queue=probe_queue,
-                )
-
+        async with agent_probe(temporal_client, name) as call:
             started = await call("start_query", job)
             assert (started["status"], started["agent"]) == ("RUNNING", name)
             again = await call("start_query", job)  # idempotent by query id

@@ -11,13 +11,11 @@ import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import wait_until
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import Client, WorkflowFailureError
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from streamctl.client.client import CoordinatorClient
 from streamctl.worker.coordinator import run_coordinator_worker
@@ -140,7 +138,7 @@ def test_agent_query_rates_follow_its_listener_events_and_end_with_the_query():
 async def test_agent_process_serves_load_actions_rates_and_sdk_series(
     start_coordinator, temporal_client: Client, sqlite_url, tmp_path: Path
 ):
-    from test_agent_process import GENERATOR, AgentProbe, spawn_agent
+    from test_agent_process import GENERATOR, agent_probe, spawn_agent
     from test_spark_actions import ORDERS, assignment
 
     from streamctl.workflows.actions import SourceAssignment
@@ -154,24 +152,9 @@ async def test_agent_process_serves_load_actions_rates_and_sdk_series(
         tmp_path,
         env={"STREAMCTL_METRICS_PORT": str(port)},
     )
-    probe_queue = f"probe-{uuid.uuid4().hex[:6]}"
     try:
         await wait_until(lambda: _scrapes(port), timeout=120)
-        async with Worker(
-            temporal_client,
-            task_queue=probe_queue,
-            workflows=[AgentProbe],
-            workflow_runner=UnsandboxedWorkflowRunner(),
-        ):
-
-            async def call(action: str, argument: Any) -> Any:
-                return await temporal_client.execute_workflow(
-                    AgentProbe.run,
-                    args=[name, action, argument],
-                    id=f"probe-{uuid.uuid4().hex}",
-                    task_queue=probe_queue,
-                )
-
+        async with agent_probe(temporal_client, name) as call:
             generated = dataclasses.replace(
                 assignment(31, 1, tmp_path / "none", tmp_path / "out"),
                 sources={"orders": [SourceAssignment(2, "GENERATOR", GENERATOR, ORDERS)]},
