@@ -22,9 +22,11 @@ from rich.table import Table
 
 from streamctl import config
 from streamctl.client.frontend import (
+    EXIT_OK,
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
+    ask,
     print_refusal,
     read_sql_file,
     run_query_action,
@@ -397,7 +399,6 @@ def history(
     workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID),
 ) -> None:
     """What changed in the deployment and why (the changelog), oldest of the newest first."""
-    from streamctl.client.frontend import ask
     from streamctl.client.render import rows_table
     from streamctl.workflows import messages as m
 
@@ -408,7 +409,7 @@ def history(
     code, changes = ask(
         target, workflow_id, m.ListChanges(entity=entity, key=key, limit=limit), as_json, console
     )
-    if code != 0:
+    if code != EXIT_OK:
         raise typer.Exit(code)
     if as_json:
         print(json.dumps(changes))
