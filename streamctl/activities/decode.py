@@ -12,12 +12,23 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from streamctl.catalog.fit import text_problem
 from streamctl.compact_json import dumps_bytes
+from streamctl.limits import (
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    MAX_NESTING_DEPTH,
+    MAX_REQUEST_BYTES,
+)
 from streamctl.workflows import messages as m
 from streamctl.workflows.messages import ErrorCode
 
-MAX_REQUEST_BYTES = 256 * 1024
-"""A single request's encoded body may not be larger than this."""
+__all__ = ["MAX_REQUEST_BYTES", "DecodeError", "body_size", "decode", "prepare"]
+
+NARROW_INTEGER_FIELDS = frozenset({"capacity", "load", "count"})
+"""Fields stored in 32-bit columns (a worker's capacity and load) or added into them."""
 
 
 class DecodeError(Exception):
@@ -101,4 +112,62 @@ def decode(envelope: m.Envelope, types: dict[str, type[m.Message]], size: int) -
             for issue in error.errors()[:5]
         )
         raise DecodeError(ErrorCode.INVALID_REQUEST, f"{kind}: {problems}") from None
+    # Judged after validation, so a string or float that pydantic turned into an integer is
+    # judged as the integer it became.
+    problem = _out_of_bounds(message.body(), kind, 0)
+    if problem is not None:
+        raise DecodeError(ErrorCode.INVALID_REQUEST, problem)
     return message
+
+
+def _out_of_bounds(value: Any, where: str, depth: int) -> str | None:
+    """Why a raw body value cannot be taken (it would not fit any column or payload), or None.
+
+    ``where`` names the field in the message (``RegisterWorker.capacity``)."""
+    if depth > MAX_NESTING_DEPTH:
+        return f"{where} nests deeper than {MAX_NESTING_DEPTH} levels"
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        low, high = (
+            (INT32_MIN, INT32_MAX)
+            if _leaf(where) in NARROW_INTEGER_FIELDS
+            else (
+                INT64_MIN,
+                INT64_MAX,
+            )
+        )
+        if not low <= value <= high:
+            return f"{where} is {value}, outside the range {low} to {high}"
+        return None
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return f"{where} is {value}, not a finite number"
+        if _leaf(where) in NARROW_INTEGER_FIELDS and not INT32_MIN <= value <= INT32_MAX:
+            return f"{where} is {value}, outside the range {INT32_MIN} to {INT32_MAX}"
+        return None
+    if isinstance(value, str):
+        problem = text_problem(value)
+        return f"{where}: {problem}" if problem is not None else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{where} has a key that is not a string"
+            problem = text_problem(key)
+            if problem is not None:
+                return f"{where} has a key that cannot be stored: {problem}"
+            found = _out_of_bounds(item, f"{where}.{key[:64]}", depth + 1)
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = _out_of_bounds(item, f"{where}[{index}]", depth + 1)
+            if found is not None:
+                return found
+        return None
+    return None
+
+
+def _leaf(where: str) -> str:
+    return where.rsplit(".", 1)[-1]

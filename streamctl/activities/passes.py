@@ -21,27 +21,37 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import Engine, delete, func, select
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 from temporalio import activity
 from temporalio.common import RawValue
 
 from streamctl.activities import apply
 from streamctl.activities import queries as queries_stage
-from streamctl.activities.context import PassContext, RequestFailed
-from streamctl.activities.decode import MAX_REQUEST_BYTES, DecodeError, body_size, decode
+from streamctl.activities.context import Change, PassContext, RequestFailed
+from streamctl.activities.decode import DecodeError, body_size, decode
 from streamctl.catalog.census import take_census
-from streamctl.catalog.models import ChangelogEntry, SnapshotVersion, StoredResponse, table_of
+from streamctl.catalog.fit import ValueDoesNotFit, text_problem
+from streamctl.catalog.models import (
+    ChangelogEntry,
+    QuarantinedMessage,
+    SnapshotVersion,
+    StoredResponse,
+    table_of,
+)
 from streamctl.catalog.store import bulk_insert, catalog_engine, key_chunks, one_of
 from streamctl.catalog.view import CatalogView
 from streamctl.compact_json import dumps, loads
 from streamctl.lifecycle.agents import LivenessPolicy
 from streamctl.lifecycle.queries import RestartPolicy
+from streamctl.limits import MAX_ID_LENGTH, MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import action_from_json
 from streamctl.workflows.messages import Envelope, ErrorCode, Response
@@ -49,7 +59,6 @@ from streamctl.workflows.passes import CatalogPosition, PassInput, PassResult, P
 
 log = logging.getLogger(__name__)
 
-MAX_RESPONSE_BYTES = 512 * 1024
 RESPONSE_RETENTION_SECONDS = 7 * 24 * 3600
 PRUNE_EVERY_PASSES = 500
 
@@ -97,15 +106,30 @@ class CatalogActivities:
     def apply_pass(self, pass_input: PassInput, requests: RawValue) -> PassResult:
         batches = _request_batches(requests, pass_input.request_batch_arrivals)
         engine = catalog_engine(self.catalog_url)
-        with Session(engine, autoflush=False, expire_on_commit=False) as session:
-            with session.begin():
-                result = self._apply(session, pass_input, batches)
-            return result
+        try:
+            return self._transaction(engine, pass_input, batches, isolate=False)
+        except _Isolate as why:
+            log.warning(
+                "pass %d: %s; applying its messages again, one savepoint each",
+                pass_input.pass_no,
+                why,
+            )
+        return self._transaction(engine, pass_input, batches, isolate=True)
+
+    def _transaction(
+        self, engine: Engine, pass_input: PassInput, batches: list[list[_Request]], isolate: bool
+    ) -> PassResult:
+        with Session(engine, autoflush=False, expire_on_commit=False) as session, session.begin():
+            return self._apply(session, pass_input, batches, isolate)
 
     # ------------------------------------------------------------------------------------
 
     def _apply(
-        self, session: Session, pass_input: PassInput, batches: list[list[_Request]]
+        self,
+        session: Session,
+        pass_input: PassInput,
+        batches: list[list[_Request]],
+        isolate: bool,
     ) -> PassResult:
         claimed = session.scalar(
             select(SnapshotVersion).where(
@@ -157,7 +181,6 @@ class CatalogActivities:
                 log.warning("dropping event %s: %s", envelope.id, error.message)
 
         view = CatalogView(session, version, pass_input.now)
-        apply.preload(view, [message for _, _, message in work])
         ctx = PassContext(
             view=view,
             liveness=LivenessPolicy(pass_input.suspect_after, pass_input.dead_after),
@@ -168,63 +191,35 @@ class CatalogActivities:
             ),
         )
         ordered = sorted(range(len(work)), key=lambda i: (work[i][2].stage, work[i][1], i))
-        changelog: list[dict[str, Any]] = []
-        stored_rows: list[dict[str, Any]] = []
-        for index in ordered:
-            message_id, received_at, message = work[index]
-            ctx.changes.clear()
-            if isinstance(message, m.Event):
-                try:
-                    apply.EVENT_HANDLERS[message.kind](ctx, message, received_at)
-                except RequestFailed as error:
-                    log.warning("event %s refused: %s", message_id, error.message)
-            else:
-                response = self._answer(ctx, message, message_id, version)
-                answers[message_id] = response
-                stored_rows.append(
-                    _stored_row(first_of[message_id], response, len(stored_rows), snapshot)
-                )
-            for change in ctx.changes:
-                changelog.append(
-                    {
-                        "version": version,
-                        "seq": len(changelog),
-                        "message_id": message_id,
-                        "entity": change.entity,
-                        "key": change.key,
-                        "action": change.action,
-                        "reason": change.reason,
-                    }
-                )
-        # Queries waiting for an agent (new ones, recovering ones whose backoff passed) start.
-        ctx.changes.clear()
-        queries_stage.schedule(ctx)
-        for change in ctx.changes:
-            changelog.append(
-                {
-                    "version": version,
-                    "seq": len(changelog),
-                    "message_id": f"~schedule-{version}",
-                    "entity": change.entity,
-                    "key": change.key,
-                    "action": change.action,
-                    "reason": change.reason,
-                }
-            )
-        # Requests refused before applying are answered too, after the applied ones.
-        applied_ids = {row["request_id"] for row in stored_rows}
-        for request in first_of.values():
-            if request.id not in applied_ids and answers[request.id].version == version:
-                stored_rows.append(
-                    _stored_row(request, answers[request.id], len(stored_rows), snapshot)
-                )
+        out = _PassOutput(session, snapshot)
+        if isolate:
+            self._apply_one_by_one(ctx, out, [work[i] for i in ordered], first_of, answers)
+        else:
+            try:
+                apply.preload(view, [message for _, _, message in work])
+                for index in ordered:
+                    message_id, received_at, message = work[index]
+                    response = _apply_message(ctx, message, message_id, received_at, version)
+                    if response is not None:
+                        answers[message_id] = response
+                        out.answered(first_of[message_id], response)
+                    out.changed(message_id, ctx.changes)
+                # Queries waiting for an agent (new ones, recovering ones whose backoff passed)
+                # start.
+                ctx.changes.clear()
+                queries_stage.schedule(ctx)
+                out.changed(f"~schedule-{version}", ctx.changes)
+                view.write()
+                out.refused_before_applying(first_of, answers)
+                out.flush()
+            except Exception as error:
+                if _is_transient(error):
+                    raise  # the catalog is unreachable: the activity's retry waits it out
+                raise _Isolate(f"{type(error).__name__}: {error}") from error
 
-        view.write()
-        bulk_insert(session, table_of(ChangelogEntry), changelog)
-        bulk_insert(session, table_of(StoredResponse), stored_rows)
         snapshot.requests = len(requests)
         snapshot.events = len(pass_input.events)
-        snapshot.changes = len(changelog)
+        snapshot.changes = out.changes
         snapshot.actions = [asdict(action) for action in ctx.actions] or None
         if pass_input.pass_no % PRUNE_EVERY_PASSES == 0:
             session.execute(
@@ -232,40 +227,165 @@ class CatalogActivities:
                     StoredResponse.created_at < time.time() - RESPONSE_RETENTION_SECONDS
                 )
             )
-        deadline = view.next_liveness_deadline(pass_input.suspect_after, pass_input.dead_after)
-        census = take_census(session)  # after view.write(): the counts of this version
+        deadline = ctx.view.next_liveness_deadline(pass_input.suspect_after, pass_input.dead_after)
+        census = take_census(session)  # after the view was written: the counts of this version
         return PassResult(
             version=version,
             responses=_batch_answers(batches, answers),
             next_liveness_deadline=deadline,
-            changes=len(changelog),
+            changes=out.changes,
             agents_by_state=census.agents,
             queries_by_state=census.queries,
             actions=ctx.actions,
             tally=_tally(requests, answers, len(pass_input.events)),
         )
 
-    def _answer(
-        self, ctx: PassContext, message: m.Message, request_id: str, version: int
-    ) -> Response:
+    def _apply_one_by_one(
+        self,
+        ctx: PassContext,
+        out: _PassOutput,
+        work: list[tuple[str, float, m.Message]],
+        first_of: dict[str, _Request],
+        answers: dict[str, Response],
+    ) -> None:
+        """Apply each message in a savepoint of its own, written at once, so a failure costs
+        exactly that message: its savepoint is rolled back, the view is read again from what
+        the earlier messages wrote, and the message is answered with an error (a request) or
+        dropped (an event), and quarantined, while the rest of the pass commits."""
+        session = out.session
+        version = out.snapshot.version
+        for message_id, received_at, message in work:
+            actions_before = len(ctx.actions)
+            savepoint = session.begin_nested()
+            try:
+                response = _apply_message(ctx, message, message_id, received_at, version)
+                ctx.view.write()
+                ctx.view.mark_written()
+                if response is not None:
+                    out.answered(first_of[message_id], response)
+                out.changed(message_id, ctx.changes)
+                out.flush()
+                savepoint.commit()
+            except Exception as error:
+                if _is_transient(error):
+                    raise
+                savepoint.rollback()
+                out.discard()
+                del ctx.actions[actions_before:]
+                ctx.view = CatalogView(session, version, ctx.view.now)
+                request = first_of.get(message_id) if isinstance(message, m.Request) else None
+                response = self._quarantine(out, request, message_id, message.kind, message, error)
+            if response is not None:
+                answers[message_id] = response
+        savepoint = session.begin_nested()
         try:
-            result = apply.REQUEST_HANDLERS[message.kind](ctx, message)
-        except RequestFailed as error:
-            return _error(request_id, error.code, error.message, version)
-        except Exception as error:  # a bug must cost one answer, never the pass
-            log.exception("request %s (%s) failed unexpectedly", request_id, message.kind)
-            return _error(
-                request_id, ErrorCode.INTERNAL, f"{type(error).__name__}: {error}", version
+            ctx.changes.clear()
+            actions_before = len(ctx.actions)
+            queries_stage.schedule(ctx)
+            ctx.view.write()
+            ctx.view.mark_written()
+            out.changed(f"~schedule-{version}", ctx.changes)
+            out.flush()
+            savepoint.commit()
+        except Exception as error:
+            if _is_transient(error):
+                raise
+            savepoint.rollback()
+            out.discard()
+            del ctx.actions[actions_before:]
+            ctx.view = CatalogView(session, version, ctx.view.now)
+            log.exception("pass %d: scheduling failed; the next pass tries again", version)
+        for request in first_of.values():
+            answer = answers[request.id]
+            if answer.version == version and not out.has_answered(request.id):
+                savepoint = session.begin_nested()
+                try:
+                    out.answered(request, answer)
+                    out.flush()
+                    savepoint.commit()
+                except Exception as error:
+                    if _is_transient(error):
+                        raise
+                    savepoint.rollback()
+                    out.discard()
+                    quarantined = self._quarantine(
+                        out,
+                        request,
+                        request.id,
+                        str(request.envelope.kind),
+                        request.envelope.body,
+                        error,
+                    )
+                    assert quarantined is not None
+                    answers[request.id] = quarantined
+
+    def _quarantine(
+        self,
+        out: _PassOutput,
+        request: _Request | None,
+        message_id: str,
+        kind: str,
+        message: Any,
+        error: Exception,
+    ) -> Response | None:
+        """Answer a message that failed in its own savepoint and keep it for inspection."""
+        version = out.snapshot.version
+        reference = f"v{version}-{uuid.uuid4().hex[:10]}"
+        if isinstance(error, ValueDoesNotFit):
+            code, text = ErrorCode.INVALID_REQUEST, f"{error} (reference {reference})"
+        else:
+            code = ErrorCode.INTERNAL
+            text = (
+                f"the coordinator could not apply this {kind[:64]} ({type(error).__name__}); "
+                f"it was kept aside as {reference} (streamctl quarantine)"
             )
-        # Only listings grow with the catalog; other answers are bounded by their request.
-        if message.kind in m.LISTING_KINDS and body_size(result) > MAX_RESPONSE_BYTES:
-            return _error(
-                request_id,
-                ErrorCode.TOO_LARGE,
-                f"the answer to {message.kind} exceeds {MAX_RESPONSE_BYTES} bytes",
-                version,
+        log.error(
+            "message %s (%s) failed in pass version %d; quarantined as %s",
+            message_id,
+            kind[:64],
+            version,
+            reference,
+            exc_info=error,
+        )
+        session = out.session
+        savepoint = session.begin_nested()
+        try:
+            bulk_insert(
+                session,
+                table_of(QuarantinedMessage),
+                [
+                    {
+                        "message_id": _storable(message_id, MAX_ID_LENGTH),
+                        "kind": _storable(kind, 64),
+                        "version": version,
+                        "reference": reference,
+                        "error": _storable(f"{type(error).__name__}: {error}", 4096),
+                        "body": _storable(repr(message), 64 * 1024),
+                        "created_at": time.time(),
+                    }
+                ],
             )
-        return Response(id=request_id, ok=True, result=result, version=version)
+            savepoint.commit()
+        except Exception as failure:
+            if _is_transient(failure):
+                raise
+            savepoint.rollback()
+            log.exception("could not keep message %s in quarantine", message_id)
+        if request is None:
+            return None  # an event: it is dropped (and kept in quarantine)
+        response = _error(message_id, code, text, version)
+        savepoint = session.begin_nested()
+        try:
+            out.answered(request, response, storable_request=False)
+            out.flush()
+            savepoint.commit()
+        except Exception as failure:
+            if _is_transient(failure):
+                raise
+            savepoint.rollback()
+            out.discard()
+            log.exception("could not store the answer to %s; a retry applies it again", message_id)
+        return response
 
     def _replay(
         self,
@@ -323,7 +443,8 @@ def _request_batches(requests: RawValue, arrivals: list[float]) -> list[list[_Re
         batch: list[_Request] = []
         for position, raw in enumerate(raw_batch if isinstance(raw_batch, list) else []):
             request_id = raw.get("id") if isinstance(raw, dict) else None
-            if not isinstance(request_id, str) or not request_id:
+            problem = _id_problem(request_id)
+            if problem is not None:
                 request_id = f"~malformed-{received_at}-{position}"
                 batch.append(
                     _Request(
@@ -331,10 +452,11 @@ def _request_batches(requests: RawValue, arrivals: list[float]) -> list[list[_Re
                         Envelope(request_id, ""),
                         received_at,
                         0,
-                        (ErrorCode.INVALID_REQUEST, "a request envelope needs a string 'id'"),
+                        (ErrorCode.INVALID_REQUEST, problem),
                     )
                 )
                 continue
+            assert isinstance(request_id, str)
             assert isinstance(raw, dict)
             envelope = Envelope(
                 id=request_id,
@@ -346,6 +468,16 @@ def _request_batches(requests: RawValue, arrivals: list[float]) -> list[list[_Re
             batch.append(_Request(request_id, envelope, received_at, size))
         batches.append(batch)
     return batches
+
+
+def _id_problem(request_id: Any) -> str | None:
+    """Why ``request_id`` cannot identify a request (its answer is stored under it)."""
+    if not isinstance(request_id, str) or not request_id:
+        return "a request envelope needs a non-empty string 'id'"
+    if len(request_id) > MAX_ID_LENGTH:
+        return f"a request id may have at most {MAX_ID_LENGTH} characters, got {len(request_id)}"
+    problem = text_problem(request_id)
+    return f"the request id cannot be stored: {problem}" if problem is not None else None
 
 
 def _batch_answers(batches: list[list[_Request]], answers: dict[str, Response]) -> list[str]:
@@ -377,18 +509,148 @@ def _error(request_id: str, code: str, message: str, version: int) -> Response:
 
 
 def _stored_row(
-    request: _Request, response: Response, seq: int, snapshot: SnapshotVersion
+    request: _Request,
+    response: Response,
+    seq: int,
+    snapshot: SnapshotVersion,
+    storable_request: bool = True,
 ) -> dict[str, Any]:
     envelope = request.envelope
+    kind = _storable(str(envelope.kind), 64)
+    body = (
+        envelope.body if storable_request else {"unstorable": _storable(repr(envelope.body), 4096)}
+    )
     return {
         "request_id": request.id,
         "version": snapshot.version,
         "seq": seq,
-        "kind": str(envelope.kind)[:64],
-        "request": {"kind": envelope.kind, "v": envelope.v, "body": envelope.body},
+        "kind": kind,
+        "request": {"kind": kind, "v": envelope.v, "body": body},
         "ok": response.ok,
         "result": response.result,
         "error_code": response.error_code,
         "error_message": response.error_message,
         "created_at": snapshot.committed_at,
     }
+
+
+class _Isolate(Exception):
+    """The pass met a failure it cannot pin on one message while applying them together; it
+    runs again with one savepoint per message (:meth:`CatalogActivities._apply_one_by_one`)."""
+
+
+def _is_transient(error: BaseException) -> bool:
+    """A failure of the connection to the catalog rather than of what a message asked for:
+    the whole pass is retried by the activity's retry policy, and no message is blamed."""
+    if isinstance(error, OperationalError | InterfaceError):
+        return True
+    return isinstance(error, DBAPIError) and bool(error.connection_invalidated)
+
+
+def _apply_message(
+    ctx: PassContext, message: m.Message, message_id: str, received_at: float, version: int
+) -> Response | None:
+    """Apply one decoded message to the view: a request's answer, or None for an event.
+
+    A refusal (:class:`RequestFailed`) is the request's answer; any other exception is the
+    caller's to handle (the message may have changed the view half-way)."""
+    ctx.changes.clear()
+    if isinstance(message, m.Event):
+        try:
+            apply.EVENT_HANDLERS[message.kind](ctx, message, received_at)
+        except RequestFailed as error:
+            log.warning("event %s refused: %s", message_id, error.message)
+        return None
+    try:
+        result = apply.REQUEST_HANDLERS[message.kind](ctx, message)
+    except RequestFailed as error:
+        return _error(message_id, error.code, error.message, version)
+    # Only listings grow with the catalog; other answers are bounded by their request.
+    if message.kind in m.LISTING_KINDS and body_size(result) > MAX_RESPONSE_BYTES:
+        return _error(
+            message_id,
+            ErrorCode.TOO_LARGE,
+            f"the answer to {message.kind} exceeds {MAX_RESPONSE_BYTES} bytes",
+            version,
+        )
+    return Response(id=message_id, ok=True, result=result, version=version)
+
+
+class _PassOutput:
+    """The changelog entries and stored answers a pass writes besides the entity rows.
+
+    Rows are staged and sent by :meth:`flush`: once at the end of a pass applied in one go,
+    or after each message of a pass applied one savepoint at a time, where :meth:`discard`
+    forgets what a rolled-back message staged."""
+
+    def __init__(self, session: Session, snapshot: SnapshotVersion) -> None:
+        self.session = session
+        self.snapshot = snapshot
+        self.changes = 0
+        self._stored = 0
+        self._changelog: list[dict[str, Any]] = []
+        self._answers: list[dict[str, Any]] = []
+        self._answered: set[str] = set()
+
+    def changed(self, message_id: str, changes: list[Change]) -> None:
+        for change in changes:
+            self._changelog.append(
+                {
+                    "version": self.snapshot.version,
+                    "seq": self.changes + len(self._changelog),
+                    "message_id": message_id,
+                    "entity": change.entity,
+                    "key": change.key,
+                    "action": change.action,
+                    "reason": change.reason,
+                }
+            )
+
+    def answered(
+        self, request: _Request, response: Response, storable_request: bool = True
+    ) -> None:
+        self._answers.append(
+            _stored_row(
+                request,
+                response,
+                self._stored + len(self._answers),
+                self.snapshot,
+                storable_request,
+            )
+        )
+
+    def refused_before_applying(
+        self, first_of: dict[str, _Request], answers: dict[str, Response]
+    ) -> None:
+        """Stage the answers of requests refused before applying (undecodable ones), after
+        the applied ones."""
+        applied = {row["request_id"] for row in self._answers} | self._answered
+        for request in first_of.values():
+            answer = answers[request.id]
+            if request.id not in applied and answer.version == self.snapshot.version:
+                self.answered(request, answer)
+
+    def has_answered(self, request_id: str) -> bool:
+        return request_id in self._answered or any(
+            row["request_id"] == request_id for row in self._answers
+        )
+
+    def flush(self) -> None:
+        bulk_insert(self.session, table_of(ChangelogEntry), self._changelog)
+        bulk_insert(self.session, table_of(StoredResponse), self._answers)
+        self.changes += len(self._changelog)
+        self._stored += len(self._answers)
+        self._answered.update(row["request_id"] for row in self._answers)
+        self.discard()
+
+    def discard(self) -> None:
+        self._changelog = []
+        self._answers = []
+
+
+def _storable(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters and cleaned of what a text column cannot hold."""
+    text = text[:limit]
+    if text_problem(text) is None:
+        return text
+    return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")

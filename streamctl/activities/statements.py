@@ -33,6 +33,7 @@ from typing import Any
 from streamctl.activities import explain, inline
 from streamctl.activities import queries as queries_stage
 from streamctl.activities.context import PassContext, RequestFailed
+from streamctl.limits import INT32_MAX
 from streamctl.planner import ast
 from streamctl.planner.errors import INVALID_STATEMENT, PlannerError
 from streamctl.planner.parser import parse_statements, statement_kind
@@ -255,11 +256,11 @@ def _capacity(statement: ast.CreateWorker) -> int:
     config = ast.options_to_config(statement.options)
     for key, value in config.items():
         if key.upper() in CAPACITY_KEYS:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT32_MAX:
                 raise RequestFailed(
                     INVALID_STATEMENT,
                     f"line {statement.line}, column {statement.column}: worker capacity must "
-                    f"be a whole number >= 0, got {value!r}",
+                    f"be a whole number from 0 to {INT32_MAX}, got {value!r}",
                 )
             return value
         raise RequestFailed(

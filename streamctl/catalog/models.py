@@ -30,7 +30,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-NAME_LENGTH = 128
+from streamctl.limits import MAX_ID_LENGTH, MAX_NAME_LENGTH
+
+NAME_LENGTH = MAX_NAME_LENGTH
 
 naming_convention = {
     "ix": "ix_%(column_0_label)s",
@@ -201,7 +203,7 @@ class StoredResponse(Base):
     __tablename__ = "responses"
     __table_args__ = (Index("ix_responses_version_seq", "version", "seq"),)
 
-    request_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    request_id: Mapped[str] = mapped_column(String(MAX_ID_LENGTH), primary_key=True)
     version: Mapped[int] = mapped_column(BigInteger)
     seq: Mapped[int] = mapped_column(Integer)
     kind: Mapped[str] = mapped_column(String(64))
@@ -220,3 +222,23 @@ class IdSequence(Base):
 
     name: Mapped[str] = mapped_column(String(32), primary_key=True)
     next_value: Mapped[int] = mapped_column(BigInteger)
+
+
+class QuarantinedMessage(Base):
+    """A message the pass could not apply because of a fault of the coordinator or the
+    database, not of the message's content as far as the checks could tell: its answer was an
+    ``INTERNAL`` error carrying ``reference`` (also in the coordinator's log), and it is kept
+    here for inspection (``streamctl quarantine``) instead of being retried forever."""
+
+    __tablename__ = "quarantined_messages"
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    message_id: Mapped[str] = mapped_column(String(MAX_ID_LENGTH))
+    kind: Mapped[str] = mapped_column(String(64))
+    version: Mapped[int] = mapped_column(BigInteger)
+    reference: Mapped[str] = mapped_column(String(64), index=True)
+    error: Mapped[str] = mapped_column(Text)
+    body: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)

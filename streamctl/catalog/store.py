@@ -31,6 +31,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
+from streamctl.catalog.fit import check_rows_fit
 from streamctl.catalog.urls import normalize_url
 from streamctl.compact_json import dumps, loads
 
@@ -102,6 +103,7 @@ def bulk_insert(session: Session, table: Table, rows: list[dict[str, Any]]) -> N
     """
     if not rows:
         return
+    check_rows_fit(table, rows)
     connection = session.connection()
     if connection.dialect.name != "postgresql":
         session.execute(insert(table), rows)

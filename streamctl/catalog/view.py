@@ -29,6 +29,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import Column, bindparam, delete, func, select, update
 from sqlalchemy.orm import Session
 
+from streamctl.catalog.fit import check_rows_fit
 from streamctl.catalog.models import IdSequence, Query, QuerySource, Worker, table_of
 from streamctl.catalog.rows import (
     ENTITY_ROWS,
@@ -133,6 +134,7 @@ class EntityMap(Generic[K, R]):
                 changed.append({f"v_{n}": v for n, v in zip(self._names, values, strict=True)})
         if not changed:
             return
+        check_rows_fit(self._row_type.TABLE, changed, prefix="v_")
         # Bind names differ from column names: SQLAlchemy reserves those for the SET clause.
         statement = (
             update(self._row_type.TABLE)
@@ -147,6 +149,14 @@ class EntityMap(Generic[K, R]):
             self._session.execute(
                 delete(self._row_type.TABLE).where(one_of(self._session, self.key_column, chunk))
             )
+
+    def mark_written(self) -> None:
+        """Take what this map holds as what the catalog holds (after :meth:`write_deletes`)."""
+        for key, row in self._rows.items():
+            if row is None:
+                self._loaded.pop(key, None)
+            else:
+                self._loaded[key] = tuple(self._values_of(row))
 
 
 class CatalogView:
@@ -304,6 +314,14 @@ class CatalogView:
         for entity_map in reversed(ordered):
             entity_map.write_deletes()
         self.session.flush()  # id sequences (ORM rows)
+
+    def mark_written(self) -> None:
+        """After :meth:`write`: what the view holds is now the catalog's state, so a later
+        :meth:`write` in the same transaction sends only what changed after this one (a pass
+        applying its messages one savepoint at a time writes after each message)."""
+        for entity_map in self._maps().values():
+            entity_map.mark_written()
+        self._new_query_sources = []
 
     # --- liveness -------------------------------------------------------------------------
 

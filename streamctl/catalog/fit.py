@@ -1,0 +1,107 @@
+"""Whether a row's values fit its table's columns, checked before any statement is sent.
+
+SQLite stores an out-of-range integer until Python's driver refuses it (``OverflowError``) and
+never enforces a ``VARCHAR`` width; PostgreSQL refuses both, and then aborts the whole
+transaction. Checking here first makes both databases behave alike and turns what would be a
+failed pass into a :class:`ValueDoesNotFit` that names the column and the value, which the pass
+answers to the one message that produced it.
+
+Checked: integers against their column's range (``Integer`` 32 bits, ``BigInteger`` 64 bits),
+text against its width, against NUL characters (PostgreSQL text cannot hold them) and against
+lone surrogates (not encodable as UTF-8), floats against NaN and infinities. JSON columns are
+written through :mod:`streamctl.compact_json`, which escapes what JSON text cannot hold.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sqlalchemy import BigInteger, Boolean, Float, Integer, String, Table
+
+from streamctl.limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+
+
+class ValueDoesNotFit(ValueError):
+    """A value that its catalog column cannot hold."""
+
+    def __init__(self, table: str, column: str, value: Any, reason: str) -> None:
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        super().__init__(f"{table}.{column} cannot hold {shown}: {reason}")
+        self.table = table
+        self.column = column
+
+
+def text_problem(value: str) -> str | None:
+    """Why ``value`` cannot be stored as text, or None."""
+    if "\x00" in value:
+        return "it contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "it contains a lone surrogate, which is not valid Unicode text"
+    return None
+
+
+def _checker(column_type: Any) -> Any:
+    """A function from a value to the reason it does not fit (None: it fits)."""
+    if isinstance(column_type, Boolean):
+        return lambda value: None
+    if isinstance(column_type, Integer):  # BigInteger and SmallInteger are Integers too
+        low, high = (
+            (INT64_MIN, INT64_MAX)
+            if isinstance(column_type, BigInteger)
+            else (INT32_MIN, INT32_MAX)
+        )
+
+        def integer(value: Any) -> str | None:
+            if isinstance(value, int) and not low <= value <= high:
+                return f"out of range ({low} to {high})"
+            return None
+
+        return integer
+    if isinstance(column_type, Float):
+
+        def floating(value: Any) -> str | None:
+            if isinstance(value, float) and not math.isfinite(value):
+                return "not a finite number"
+            return None
+
+        return floating
+    if isinstance(column_type, String):  # Text is a String without a length
+        width = column_type.length
+
+        def text(value: Any) -> str | None:
+            if not isinstance(value, str):
+                return None
+            if width is not None and len(value) > width:
+                return f"longer than {width} characters"
+            return text_problem(value)
+
+        return text
+    return lambda value: None
+
+
+_checkers: dict[tuple[str, str], Any] = {}
+
+
+def check_rows_fit(table: Table, rows: Iterable[Mapping[str, Any]], prefix: str = "") -> None:
+    """Raise :class:`ValueDoesNotFit` for the first value of ``rows`` its column cannot hold.
+
+    ``prefix`` is stripped from the keys (bind names such as ``v_capacity``)."""
+    for row in rows:
+        for key, value in row.items():
+            if value is None:
+                continue
+            name = key[len(prefix) :] if prefix else key
+            checker = _checkers.get((table.name, name))
+            if checker is None:
+                column = table.c.get(name)
+                checker = _checker(column.type) if column is not None else (lambda v: None)
+                _checkers[(table.name, name)] = checker
+            reason = checker(value)
+            if reason is not None:
+                raise ValueDoesNotFit(table.name, name, value, reason)

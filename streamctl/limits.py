@@ -1,0 +1,34 @@
+"""Bounds of what the coordinator accepts, stores and sends: one home for every limit.
+
+Every value a client, an agent or a raw Temporal caller sends must fit where it ends up (a
+catalog column, a Temporal payload) *before* it gets there, so that no input can fail a
+database statement, a workflow task or a pass. The numbers here are those bounds; the checks
+that apply them live where values enter (:mod:`streamctl.activities.decode` for messages,
+:mod:`streamctl.catalog.fit` for rows) and quote these names in their error messages.
+
+A leaf module: it imports nothing of the project, so every package may import it.
+"""
+
+from __future__ import annotations
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+"""The range of an ``Integer`` catalog column (PostgreSQL ``integer``)."""
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+"""The range of a ``BigInteger`` catalog column, and of every integer a message may carry."""
+
+MAX_NAME_LENGTH = 128
+"""Entity names (workers, sources, sinks): the width of their key columns."""
+MAX_ID_LENGTH = 255
+"""Message ids: the width of the stored responses' key column."""
+MAX_NESTING_DEPTH = 32
+"""How deeply lists and objects may nest inside one message body."""
+
+MAX_REQUEST_BYTES = 256 * 1024
+"""A single request's encoded body may not be larger than this."""
+MAX_RESPONSE_BYTES = 512 * 1024
+"""A single answer (a listing) may not be larger than this; larger ones are paged or refused."""
+MAX_PASS_RESULT_BYTES = 1536 * 1024
+"""The answers one pass hands back to the workflow, in all. Temporal fails a payload above
+2 MB; the rest of the pass result (actions, counts) fits in the remaining half megabyte."""
