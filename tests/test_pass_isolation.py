@@ -1,0 +1,177 @@
+"""No message can fail a pass: bounds where messages are decoded, one savepoint per message when
+a batch fails together, and quarantine of what still fails (DESIGN §3, issue 16 items 1-2).
+
+Run against the pass activity directly, on SQLite and PostgreSQL, so every case is one catalog
+transaction without Temporal around it. On f29f918 the first test's pass raised
+``OverflowError`` (SQLite) or ``NumericValueOutOfRange`` (PostgreSQL) on every attempt, which
+wedged the coordinator for good; the handler-fault tests raised out of the pass or left half a
+change behind.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from catalog_tools import dump
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from test_pass_activity import codes, run_pass
+
+from streamctl.activities import apply
+from streamctl.activities.context import PassContext
+from streamctl.activities.passes import CatalogActivities
+from streamctl.catalog.models import QuarantinedMessage, Worker
+from streamctl.catalog.rows import LogicalSourceRow
+from streamctl.catalog.store import create_catalog_engine
+from streamctl.limits import INT32_MAX, INT64_MAX
+from streamctl.workflows import messages as m
+from streamctl.workflows.messages import Envelope
+from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_payload
+
+SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
+
+
+def quarantined(url: str) -> list[QuarantinedMessage]:
+    engine = create_catalog_engine(url)
+    try:
+        with Session(engine) as session:
+            rows = list(session.scalars(select(QuarantinedMessage)))
+            session.expunge_all()
+            return rows
+    finally:
+        engine.dispose()
+
+
+def workers(url: str) -> dict[str, int]:
+    engine = create_catalog_engine(url)
+    try:
+        with Session(engine) as session:
+            return {w.name: w.capacity for w in session.scalars(select(Worker))}
+    finally:
+        engine.dispose()
+
+
+def test_an_oversized_capacity_is_refused_and_the_rest_of_the_pass_commits(catalog_url):
+    """Measurement 1 of issue 16, and the same value through the typed event."""
+    activities = CatalogActivities(catalog_url)
+    answers = run_pass(
+        activities,
+        1,
+        [
+            m.ExecuteStatement("CREATE WORKER w SET(99999999999999999999 AS CAPACITY)"),
+            m.CreateLogicalSource("b", SCHEMA),
+            m.ExecuteStatement(f"CREATE WORKER v SET({INT32_MAX + 1} AS CAPACITY)"),
+            m.ExecuteStatement(f"CREATE WORKER u SET({INT32_MAX} AS CAPACITY)"),
+        ],
+        events=(m.RegisterWorker("big", capacity=2**40), m.RegisterWorker("small", capacity=3)),
+    )
+    assert codes(answers) == ["INVALID_STATEMENT", "ok", "INVALID_STATEMENT", "ok"]
+    assert "capacity" in answers[0]["error_message"]
+    assert workers(catalog_url) == {"small": 3, "U": INT32_MAX}  # unquoted names upper-case
+    assert [name for name, _ in dump(catalog_url)["logical"]] == ["b"]
+    # The next pass is answered as usual.
+    assert codes(run_pass(activities, 2, [m.GetLogicalSource("b")])) == ["ok"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "x", "capacity": INT64_MAX + 1},
+        {"name": "x", "capacity": -(2**64)},
+        {"name": "x", "capacity": 2**31},
+        {"name": "x", "capacity": "99999999999999999999"},
+        {"name": "x", "capacity": 1e300},
+        {"name": "x\x00y"},
+        {"name": "x\ud800"},
+        {"name": "x" * 10_000},
+        {"name": "x", "task_queue": "q\x00"},
+    ],
+)
+def test_out_of_bounds_event_fields_are_dropped_without_harm(catalog_url, body):
+    activities = CatalogActivities(catalog_url)
+    bad = PendingMessage(Envelope("e-bad", "RegisterWorker", body), 1000.0)
+    good = PendingMessage(m.RegisterWorker("good", capacity=2).to_envelope("e-good"), 1000.0)
+    result = activities.apply_pass(
+        PassInput("w", 1, 1000.0, [bad, good], [1000.0], 30.0, 60.0),
+        request_batches_payload([[m.CreateLogicalSource("s", SCHEMA).to_envelope("r1")]]),
+    )
+    assert codes(json.loads(result.responses[0])) == ["ok"]
+    assert workers(catalog_url) == {"good": 2}
+
+
+def test_a_handler_fault_costs_its_request_only_and_is_quarantined(catalog_url, monkeypatch):
+    """A bug in a handler that changed the view half-way: its change is rolled back, its
+    answer is INTERNAL with a reference that the quarantine keeps, and the others commit."""
+    real = apply.REQUEST_HANDLERS[m.CreateLogicalSource.kind]
+
+    def faulty(ctx: PassContext, request: Any) -> Any:
+        if request.name == "poison":
+            ctx.view.logical_sources.add(
+                LogicalSourceRow(name="half", schema=[], created_version=1, updated_version=1)
+            )
+            raise RuntimeError("a bug")
+        return real(ctx, request)
+
+    monkeypatch.setitem(apply.REQUEST_HANDLERS, m.CreateLogicalSource.kind, faulty)
+    activities = CatalogActivities(catalog_url)
+    answers = run_pass(
+        activities,
+        1,
+        [
+            m.CreateLogicalSource("a", SCHEMA),
+            m.CreateLogicalSource("poison", SCHEMA),
+            m.CreateLogicalSource("b", SCHEMA),
+        ],
+    )
+    assert codes(answers) == ["ok", "INTERNAL", "ok"]
+    assert [name for name, _ in dump(catalog_url)["logical"]] == ["a", "b"]
+    [kept] = quarantined(catalog_url)
+    assert kept.reference in answers[1]["error_message"]
+    assert kept.kind == "CreateLogicalSource" and "poison" in kept.body
+    # The answer is stored: a retry of the same id gets it again and applies nothing.
+    monkeypatch.setitem(apply.REQUEST_HANDLERS, m.CreateLogicalSource.kind, real)
+    again = activities.apply_pass(
+        PassInput("w", 2, 1000.0, [], [1000.0], 30.0, 60.0),
+        request_batches_payload(
+            [[Envelope(answers[1]["id"], "CreateLogicalSource", {"name": "poison", "schema": []})]]
+        ),
+    )
+    assert json.loads(again.responses[0])[0]["error_code"] == "INTERNAL"
+
+
+def test_an_event_handler_fault_drops_that_event_only(catalog_url, monkeypatch):
+    real = apply.EVENT_HANDLERS[m.RegisterWorker.kind]
+
+    def faulty(ctx: PassContext, event: Any, received_at: float) -> None:
+        real(ctx, event, received_at)
+        if event.name == "poison":
+            raise KeyError("a bug after the change")
+
+    monkeypatch.setitem(apply.EVENT_HANDLERS, m.RegisterWorker.kind, faulty)
+    activities = CatalogActivities(catalog_url)
+    answers = run_pass(
+        activities,
+        1,
+        [m.CreateLogicalSource("a", SCHEMA)],
+        events=(m.RegisterWorker("w1"), m.RegisterWorker("poison"), m.RegisterWorker("w2")),
+    )
+    assert codes(answers) == ["ok"]
+    assert sorted(workers(catalog_url)) == ["w1", "w2"]
+    assert [q.kind for q in quarantined(catalog_url)] == ["RegisterWorker"]
+
+
+def test_request_ids_that_cannot_be_stored_are_refused(catalog_url):
+    activities = CatalogActivities(catalog_url)
+    batch = [
+        Envelope("x" * 300, "ListWorkers", {}),
+        Envelope("nul\x00id", "ListWorkers", {}),
+        Envelope("ok-id", "ListWorkers", {}),
+    ]
+    result = activities.apply_pass(
+        PassInput("w", 1, 1000.0, [], [1000.0], 30.0, 60.0), request_batches_payload([batch])
+    )
+    answers = json.loads(result.responses[0])
+    assert codes(answers) == ["INVALID_REQUEST", "INVALID_REQUEST", "ok"]
+    assert "255" in answers[0]["error_message"]
