@@ -163,7 +163,17 @@ def heartbeat(ctx: PassContext, event: m.Heartbeat, received_at: float) -> None:
     row.load = max(0, event.load)
     if event.capacity is not None:
         row.capacity = max(0, event.capacity)
-    row.last_heartbeat_at = max(row.last_heartbeat_at, received_at)
+    row.last_heartbeat_at = max(row.last_heartbeat_at, _newest_arrival(ctx, event, received_at))
+
+
+def _newest_arrival(ctx: PassContext, event: m.Heartbeat, received_at: float) -> float:
+    """When the newest heartbeat this event stands for arrived: ``received_at`` is the oldest
+    one's (merged heartbeats queue there), ``arrived_last`` the newest's, bounded by both that
+    and the pass's clock (no heartbeat of this pass arrived after the pass began)."""
+    newest = event.arrived_last
+    if newest is None:
+        return received_at
+    return min(max(received_at, newest), ctx.view.now)
 
 
 def check_liveness(ctx: PassContext, _event: m.CheckLiveness, _received_at: float) -> None:

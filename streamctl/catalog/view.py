@@ -331,11 +331,19 @@ class CatalogView:
         return [w for w in self.workers.all_loaded() if w.state in live]
 
     def next_liveness_deadline(self, suspect_after: float, dead_after: float) -> float | None:
-        """The earliest time an ALIVE or SUSPECT worker changes state, or a recovering query
-        may start again (after :meth:`write`)."""
+        """The earliest time an ALIVE or SUSPECT worker changes state, or a recovering query's
+        backoff ends (after :meth:`write`).
+
+        Only backoffs still running count: a recovering query whose ``retry_at`` has passed
+        was tried by this pass's scheduling and waits for an agent with room, which only a
+        later message can bring (and every pass schedules the waiting queries again). Its
+        past ``retry_at`` as a deadline would run passes back to back while nothing changes.
+        """
         candidates: list[float] = []
         retry_at = self.session.scalar(
-            select(func.min(Query.retry_at)).where(Query.current_state == "RECOVERING")
+            select(func.min(Query.retry_at)).where(
+                Query.current_state == "RECOVERING", Query.retry_at > self.now
+            )
         )
         if retry_at is not None:
             candidates.append(float(retry_at))

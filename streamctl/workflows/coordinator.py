@@ -558,9 +558,11 @@ class CoordinatorWorkflow:
         if key is not None and key in self.compaction_index:
             index = self.compaction_index[key]
             older = self.state.pending[index]
-            merged = merge_events(older.envelope, envelope)
+            # Replay-safe: this changes only the merged body (an activity's input), no command.
+            merged = merge_events(older.envelope, envelope, now)
             if merged is not None:
-                # Keeps the older arrival time: a merged event must not delay its batch.
+                # Keeps the older arrival time: a merged event must not delay its batch. A
+                # heartbeat carries its newest arrival inside, which liveness counts from.
                 self.state.pending[index] = PendingMessage(merged, older.received_at, _size(merged))
                 return
         if key is not None:

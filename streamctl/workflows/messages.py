@@ -165,7 +165,15 @@ class UnregisterWorker(Event):
 
 @dataclass(frozen=True)
 class Heartbeat(Event):
-    """A worker is alive. ``count`` is how many heartbeats this one stands for after merging."""
+    """A worker is alive. ``count`` is how many heartbeats this one stands for after merging.
+
+    ``arrived_last`` is set by the workflow when it merges pending heartbeats: when the newest
+    of them arrived. The merged event keeps the oldest arrival (so merging never delays its
+    batch), and liveness must count from the newest one, or a pause in passes longer than
+    ``dead_after`` would declare an agent DEAD whose heartbeats kept arriving. The pass bounds
+    it by the event's own arrival and the pass's clock, so a client that sends it gains nothing
+    over sending a heartbeat.
+    """
 
     kind: ClassVar[str] = "Heartbeat"
     stage: ClassVar[int] = 1
@@ -173,6 +181,7 @@ class Heartbeat(Event):
     load: int = 0
     capacity: int | None = None
     count: int = 1
+    arrived_last: float | None = None
 
 
 @dataclass(frozen=True)
@@ -491,23 +500,25 @@ def compaction_key(envelope: Envelope) -> tuple[str, str] | None:
     return (envelope.kind, str(value))
 
 
-def merge_events(older: Envelope, newer: Envelope) -> Envelope | None:
+def merge_events(
+    older: Envelope, newer: Envelope, newer_arrived_at: float | None = None
+) -> Envelope | None:
     """One envelope standing for both (same compaction key), or None when they cannot merge.
 
-    Heartbeats add their ``count`` so per-worker totals survive compaction; statistics keep
-    the newest values.
+    Heartbeats add their ``count`` so per-worker totals survive compaction, and carry
+    ``newer_arrived_at`` (the workflow's arrival time of ``newer``; the client's outbox has
+    none) as ``arrived_last``, since the merged envelope is queued at the older arrival;
+    statistics keep the newest values.
     """
     if newer.kind == Heartbeat.kind:
         old_count = older.body.get("count", 1)
         new_count = newer.body.get("count", 1)
         if not (isinstance(old_count, int) and isinstance(new_count, int)):
             return None
-        return Envelope(
-            id=newer.id,
-            kind=newer.kind,
-            v=newer.v,
-            body={**newer.body, "count": old_count + new_count},
-        )
+        body = {**newer.body, "count": old_count + new_count}
+        if newer_arrived_at is not None:
+            body["arrived_last"] = newer_arrived_at
+        return Envelope(id=newer.id, kind=newer.kind, v=newer.v, body=body)
     return newer
 
 

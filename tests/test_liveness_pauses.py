@@ -1,0 +1,180 @@
+"""Liveness across pauses in passes, and timers instead of busy loops (issue 16, item 4).
+
+A real dev server and coordinator worker; the catalog outage is injected by an activity
+interceptor that fails ``apply_pass`` for a while, as a lost database connection would.
+
+* Heartbeats that arrive while passes cannot run merge into one pending event; the pass that
+  runs after the pause judges liveness on the newest of them, so an agent whose heartbeats
+  kept arriving is never declared DEAD (on f29f918 the merged heartbeat kept the oldest
+  arrival, so any pause longer than ``dead_after`` killed every healthy agent).
+* A RECOVERING query that no agent can take waits for something that could place it (a pass
+  schedules waiting queries at its end) instead of re-arming the liveness timer in the past,
+  which on f29f918 ran passes back to back while the coordinator was otherwise idle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from conftest import RunningCoordinator, wait_until
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    Interceptor,
+)
+
+from streamctl.client.client import CoordinatorClient
+from streamctl.worker.coordinator import build_worker, ensure_coordinator
+from streamctl.workflows import messages as m
+from streamctl.workflows.coordinator import CoordinatorConfig, CoordinatorWorkflow
+
+
+class CatalogOutage(Interceptor):
+    """Fails every ``apply_pass`` attempt while :attr:`down` is set (a catalog outage)."""
+
+    def __init__(self) -> None:
+        self.down = False
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        outage = self
+
+        class _Failing(ActivityInboundInterceptor):
+            async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+                if outage.down and activity.info().activity_type == "apply_pass":
+                    raise RuntimeError("the catalog is unreachable (injected outage)")
+                return await super().execute_activity(input)
+
+        return _Failing(next)
+
+
+@contextlib.asynccontextmanager
+async def coordinator_with_outage(
+    temporal_client: Client, address: str, catalog_url: str, config: CoordinatorConfig
+) -> AsyncIterator[tuple[RunningCoordinator, CatalogOutage]]:
+    suffix = uuid.uuid4().hex[:10]
+    task_queue, workflow_id = f"coordinator-{suffix}", f"coordinator-{suffix}"
+    outage = CatalogOutage()
+    executor = ThreadPoolExecutor(max_workers=8)
+    worker = build_worker(temporal_client, catalog_url, executor, task_queue, None, [outage])
+    try:
+        async with worker:
+            handle = await ensure_coordinator(
+                temporal_client,
+                workflow_id=workflow_id,
+                config=config,
+                task_queue=task_queue,
+                catalog_url=catalog_url,
+            )
+            yield RunningCoordinator(workflow_id, task_queue, catalog_url, handle, address), outage
+            with contextlib.suppress(Exception):
+                await handle.terminate()
+    finally:
+        executor.shutdown(wait=False, cancel_futures=True)
+
+
+async def test_a_pause_in_passes_longer_than_dead_after_kills_no_agent_that_kept_beating(
+    temporal, temporal_client, sqlite_url
+):
+    """Fails on f29f918 (the agent goes ALIVE->DEAD after the outage), passes now."""
+    config = CoordinatorConfig(suspect_after=1.5, dead_after=3.0)
+    async with coordinator_with_outage(temporal_client, temporal.address, sqlite_url, config) as (
+        coordinator,
+        outage,
+    ):
+        client = await coordinator.client().connect()
+        beating = True
+
+        async def heartbeats() -> None:
+            while beating:
+                await client.send(m.Heartbeat("steady", load=0))
+                await asyncio.sleep(0.2)
+
+        try:
+            await client.send(m.RegisterWorker("steady", capacity=1))
+            beater = asyncio.create_task(heartbeats())
+            await wait_until(
+                lambda: _worker_state(client, "steady", "ALIVE"), timeout=30, interval=0.2
+            )
+            # Passes fail for 4 s; the pass retries with backoff (0.2 s doubling), so passes
+            # pause for about 6 s, twice dead_after, while heartbeats go on arriving.
+            outage.down = True
+            await asyncio.sleep(4.0)
+            outage.down = False
+            paused_at = time.monotonic()
+            await wait_until(
+                lambda: _worker_state(client, "steady", "ALIVE"), timeout=60, interval=0.2
+            )
+            await asyncio.sleep(1.0)  # a few more passes after the pause
+            beating = False
+            await beater
+            changes = await client.ask(m.ListChanges(entity="worker", key="steady"))
+            transitions = [c["action"] for c in changes if "->" in c["action"]]
+            assert not [t for t in transitions if t.endswith("DEAD")], (transitions, paused_at)
+            assert (await client.ask(m.GetWorker("steady")))["state"] == "ALIVE"
+        finally:
+            beating = False
+            await asyncio.to_thread(client.close)
+
+
+async def _worker_state(client: CoordinatorClient, name: str, state: str) -> bool:
+    response = await client.ask_response(m.GetWorker(name))
+    return bool(response.ok and response.result["state"] == state)
+
+
+async def _passes(coordinator: RunningCoordinator) -> int:
+    status = await coordinator.handle.query(CoordinatorWorkflow.status)
+    return int(status.passes_run)
+
+
+ORDERS = (m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("amount", "INT64", False))
+
+
+async def test_an_unplaceable_recovering_query_waits_without_running_passes(
+    start_coordinator, sqlite_url
+):
+    """Fails on f29f918 (hundreds of passes a minute while idle), passes now; the query is
+    still placed as soon as an agent with room registers."""
+    coordinator = await start_coordinator(
+        sqlite_url, CoordinatorConfig(suspect_after=600.0, dead_after=1200.0)
+    )
+    client = await coordinator.client().connect()
+    try:
+        await client.send(m.RegisterWorker("gone", capacity=1))
+        await wait_until(lambda: _worker_state(client, "gone", "ALIVE"), timeout=30)
+        await client.ask(m.CreateLogicalSource("orders", ORDERS))
+        await client.ask(m.CreatePhysicalSource("orders", "FILE", {"file_path": "in/orders"}))
+        await client.ask(m.CreateSink("out", ORDERS, "FILE", {"file_path": "out/orders"}))
+        query = await client.ask(m.CreateQuery("SELECT id, amount FROM orders INTO out"))
+        assert (query["current_state"], query["worker"]) == ("STARTING", "gone")
+        # Its agent leaves: the query recovers, and no agent is left to take it.
+        await client.send(m.UnregisterWorker("gone"))
+
+        async def recovering() -> bool:
+            got = await client.ask(m.GetQuery(query["id"]))
+            return bool(got["current_state"] == "RECOVERING")
+
+        await wait_until(recovering, timeout=30)
+        await asyncio.sleep(0.5)  # let the last answers' passes finish
+        before = await _passes(coordinator)
+        await asyncio.sleep(3.0)
+        idle_passes = await _passes(coordinator) - before
+        # Nothing arrives in these 3 s; a timer-driven wait runs at most a pass or two.
+        assert idle_passes <= 2, f"{idle_passes} passes in 3 s while idle"
+
+        await client.send(m.RegisterWorker("fresh", capacity=1))
+
+        async def placed() -> bool:
+            got = await client.ask(m.GetQuery(query["id"]))
+            return bool(got["current_state"] == "STARTING" and got["worker"] == "fresh")
+
+        await wait_until(placed, timeout=30)
+    finally:
+        await asyncio.to_thread(client.close)
