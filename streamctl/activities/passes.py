@@ -7,7 +7,8 @@ Order of work inside :meth:`CatalogActivities.apply_pass`:
    key, so only one attempt commits; a retry after a commit finds the row and replays.
 2. Answer requests whose id already has a stored response from that response (exactly once
    across client retries and continue-as-new), and repeats of an id inside the pass from its
-   first occurrence.
+   first occurrence; an id that comes again with a different request is refused
+   (:mod:`streamctl.activities.request_ids`).
 3. Decode the rest; a malformed message gets its error code and nothing else happens for it.
 4. Apply in stages (workers, then sources and sinks, then queries), arrival order within a
    stage, each message against the state the previous ones left.
@@ -19,6 +20,7 @@ The answers go back as one JSON array per request batch (see :mod:`streamctl.wor
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 import uuid
@@ -37,6 +39,7 @@ from streamctl.activities import apply
 from streamctl.activities import queries as queries_stage
 from streamctl.activities.context import Change, PassContext, RequestFailed
 from streamctl.activities.decode import DecodeError, body_size, decode
+from streamctl.activities.request_ids import load_stored_requests, reused_id_refusals
 from streamctl.catalog.census import take_census
 from streamctl.catalog.fit import ValueDoesNotFit, text_problem
 from streamctl.catalog.models import (
@@ -155,6 +158,7 @@ class CatalogActivities:
 
         requests = [request for batch in batches for request in batch]
         answers = _load_stored(session, (r.id for r in requests))
+        stored_requests = load_stored_requests(session, answers)
         first_of: dict[str, _Request] = {}
         work: list[tuple[str, float, m.Message]] = []
 
@@ -229,15 +233,16 @@ class CatalogActivities:
             )
         deadline = ctx.view.next_liveness_deadline(pass_input.suspect_after, pass_input.dead_after)
         census = take_census(session)  # after the view was written: the counts of this version
+        refusals = reused_id_refusals(batches, stored_requests, version)
         return PassResult(
             version=version,
-            responses=_batch_answers(batches, answers),
+            responses=_batch_answers(batches, answers, refusals),
             next_liveness_deadline=deadline,
             changes=out.changes,
             agents_by_state=census.agents,
             queries_by_state=census.queries,
             actions=ctx.actions,
-            tally=_tally(requests, answers, len(pass_input.events)),
+            tally=_tally(requests, answers, len(pass_input.events), refusals),
         )
 
     def _apply_one_by_one(
@@ -395,6 +400,7 @@ class CatalogActivities:
         version: int,
     ) -> PassResult:
         answers = _load_stored(session, (r.id for batch in batches for r in batch))
+        refusals = reused_id_refusals(batches, load_stored_requests(session, answers), version)
         missing = [r.id for batch in batches for r in batch if r.id not in answers]
         if missing:  # cannot happen unless responses were pruned mid-flight
             raise RuntimeError(
@@ -408,7 +414,7 @@ class CatalogActivities:
         census = take_census(session)
         return PassResult(
             version=version,
-            responses=_batch_answers(batches, answers),
+            responses=_batch_answers(batches, answers, refusals),
             next_liveness_deadline=deadline,
             changes=0,
             agents_by_state=census.agents,
@@ -480,17 +486,29 @@ def _id_problem(request_id: Any) -> str | None:
     return f"the request id cannot be stored: {problem}" if problem is not None else None
 
 
-def _batch_answers(batches: list[list[_Request]], answers: dict[str, Response]) -> list[str]:
+def _batch_answers(
+    batches: list[list[_Request]], answers: dict[str, Response], refusals: dict[int, Response]
+) -> list[str]:
+    """Each batch's answers: its id's answer, or the refusal of a request reusing an id
+    (:mod:`streamctl.activities.request_ids`, by position in the pass)."""
+    position = itertools.count()
     # Responses are dataclasses, which dumps writes field by field (id, ok, result, ...).
-    return [dumps([answers[r.id] for r in batch]) for batch in batches]
+    return [
+        dumps([refusals.get(next(position)) or answers[r.id] for r in batch]) for batch in batches
+    ]
 
 
-def _tally(requests: list[_Request], answers: dict[str, Response], events: int) -> PassTally:
+def _tally(
+    requests: list[_Request],
+    answers: dict[str, Response],
+    events: int,
+    refusals: dict[int, Response],
+) -> PassTally:
     """Requests by kind and outcome, counted here once per pass so the worker's metrics cost
     one counter update per kind and outcome, not one per request."""
     counts: Counter[tuple[str, str]] = Counter()
-    for request in requests:
-        answer = answers[request.id]
+    for position, request in enumerate(requests):
+        answer = refusals.get(position) or answers[request.id]
         kind = request.envelope.kind
         counts[
             kind if isinstance(kind, str) and kind in m.REQUEST_TYPES else "invalid",

@@ -19,7 +19,8 @@ Guarantees
 ----------
 * A request id is answered once: the response is stored in the catalog under that id, and a
   retried request (same id, from a client retry, an activity retry or across continue-as-new)
-  gets the stored answer and is not applied again.
+  gets the stored answer and is not applied again. The same id with a different request
+  (kind, version or body) is refused with ``ID_REUSED``; the id keeps its first answer.
 * An event batch carries ``(sender, seq)``; the workflow drops a batch whose ``seq`` it has
   already seen from that sender, so a retried signal is counted once.
 * Message bodies are versioned by ``v``; the coordinator answers ``UNSUPPORTED_VERSION`` for
@@ -90,6 +91,7 @@ class ErrorCode:
     HAS_DEPENDENTS = "HAS_DEPENDENTS"
     NOT_SUPPORTED = "NOT_SUPPORTED"
     UNAVAILABLE = "UNAVAILABLE"  # no agent can take the work now; retry later
+    ID_REUSED = "ID_REUSED"  # the request id already names a different request
     INTERNAL = "INTERNAL"
     # Statements the planner refuses answer the planner's code (streamctl.planner.errors):
     # SYNTAX_ERROR, UNKNOWN_SOURCE, UNKNOWN_SINK, UNKNOWN_COLUMN, AMBIGUOUS_COLUMN,

@@ -1,0 +1,81 @@
+"""A request id names one request (issue 16, item 6): the pass activity on both catalogs.
+
+A retry (same id, same request) gets the stored answer and is not applied again; the same id
+with a different request is refused with ``ID_REUSED`` naming the id, across passes (against
+the stored request) and inside one pass (against the id's first occurrence), and a replayed
+pass answers alike. On f29f918 the different request silently got the first one's answer.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from streamctl.activities.passes import CatalogActivities
+from streamctl.workflows import messages as m
+from streamctl.workflows.passes import PassInput, request_batches_payload
+
+SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
+
+
+def answers(
+    activities: CatalogActivities, pass_no: int, *batches: list[tuple[str, m.Request]]
+) -> list[list[dict[str, Any]]]:
+    """Apply one pass of request batches with the given ids; each batch's answers."""
+    envelopes = [[request.to_envelope(request_id) for request_id, request in b] for b in batches]
+    result = activities.apply_pass(
+        PassInput("w", pass_no, 1000.0, [], [1000.0] * len(batches), 30.0, 60.0),
+        request_batches_payload(envelopes),
+    )
+    return [json.loads(batch) for batch in result.responses]
+
+
+def outcome(answer: dict[str, Any]) -> str:
+    return "ok" if answer["ok"] else answer["error_code"]
+
+
+def test_a_reused_id_with_another_request_is_refused_across_passes(catalog_url):
+    """Fails on f29f918 (the second request is answered ok with the first one's answer)."""
+    activities = CatalogActivities(catalog_url)
+    [[first]] = answers(activities, 1, [("id-1", m.CreateLogicalSource("first", SCHEMA))])
+    assert outcome(first) == "ok"
+
+    [[other]] = answers(activities, 2, [("id-1", m.CreateLogicalSource("other", SCHEMA))])
+    assert outcome(other) == "ID_REUSED", other
+    assert other["id"] == "id-1" and "'id-1'" in other["error_message"], other
+    assert "CreateLogicalSource" in other["error_message"]
+    [[again, listed]] = answers(
+        activities,
+        3,
+        [("id-1", m.CreateLogicalSource("first", SCHEMA)), ("id-2", m.ListLogicalSources())],
+    )
+    assert again == first  # a retry: the stored answer, applied once
+    assert [source["name"] for source in listed["result"]] == ["first"]  # "other" never was
+
+    # Another kind under a used id, and a repeat of the refused request: refused both times.
+    [[kind, repeat]] = answers(
+        activities, 4, [("id-1", m.DropLogicalSource("first")), ("id-1", m.ListSinks())]
+    )
+    assert (outcome(kind), outcome(repeat)) == ("ID_REUSED", "ID_REUSED")
+
+
+def test_a_reused_id_with_another_request_is_refused_inside_one_pass(catalog_url):
+    """Fails on f29f918 (the second sink's request gets the first sink's answer)."""
+    activities = CatalogActivities(catalog_url)
+    sink = {"file_path": "out/a"}
+    first, second = m.CreateSink("a", SCHEMA, "FILE", sink), m.CreateSink("b", SCHEMA, "FILE", sink)
+    batches = [[("dup", first)], [("dup", second), ("dup", first)]]
+    [[one], [two, three]] = answers(activities, 1, *batches)
+    assert (outcome(one), outcome(two)) == ("ok", "ID_REUSED"), (one, two)
+    assert three == one  # the identical repeat inside the pass shares the first answer
+    [[listed]] = answers(activities, 2, [("list", m.ListSinks())])
+    assert [row["name"] for row in listed["result"]] == ["a"]
+
+    # The pass retried after it committed (an activity retry) answers exactly alike.
+    envelopes = [[request.to_envelope(request_id) for request_id, request in b] for b in batches]
+    replayed = activities.apply_pass(
+        PassInput("w", 1, 1000.0, [], [1000.0, 1000.0], 30.0, 60.0),
+        request_batches_payload(envelopes),
+    )
+    assert replayed.replayed
+    assert [json.loads(batch) for batch in replayed.responses] == [[one], [two, three]]
