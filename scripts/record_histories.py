@@ -91,6 +91,7 @@ from temporalio.exceptions import ApplicationError  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
 import streamctl  # noqa: E402
+from streamctl import config  # noqa: E402
 from streamctl.client.client import CoordinatorClient  # noqa: E402
 from streamctl.worker.coordinator import build_worker, ensure_coordinator  # noqa: E402
 from streamctl.worker.temporal_server import (  # noqa: E402
@@ -114,7 +115,7 @@ from streamctl.workflows.reoptimization import (  # noqa: E402
     ReoptimizationWorkflow,
     ReoptimizeTarget,
 )
-from streamctl.workflows.wire import connect  # noqa: E402
+from streamctl.workflows.wire import connect, data_converter  # noqa: E402
 
 ORDERS = (m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("amount", "INT64", False))
 STEADY = dict(suspect_after=600.0, dead_after=1200.0)
@@ -692,6 +693,33 @@ SCENARIOS: dict[str, tuple[Callable[[Scenario], Awaitable[None]], CoordinatorCon
 # --- main ------------------------------------------------------------------------------------
 
 
+async def kinds_in(histories: list[Any]) -> set[str]:
+    """The message kinds the passes of these histories applied: the envelopes of every
+    ``apply_pass`` input (its pending events and its request batches), decoded as the worker
+    does."""
+    converter = data_converter(config.payload_keys())
+    kinds: set[str] = set()
+    for history in histories:
+        for event in history.events:
+            if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                continue
+            attributes = event.activity_task_scheduled_event_attributes
+            if attributes.activity_type.name != "apply_pass":
+                continue
+            payloads = list(attributes.input.payloads)
+            if converter.payload_codec is not None:
+                payloads = await converter.payload_codec.decode(payloads)
+            pass_input, batches = (json.loads(p.data) for p in payloads)
+            envelopes = [pending.get("envelope") for pending in pass_input["events"]]
+            envelopes += [envelope for batch in batches for envelope in batch]
+            kinds.update(
+                e["kind"]
+                for e in envelopes
+                if isinstance(e, dict) and isinstance(e.get("kind"), str)
+            )
+    return kinds
+
+
 def compact(history_json: str) -> str:
     """The history JSON with one event per line: a third of the indented size, and a diff
     still shows which events differ. ``WorkflowHistory.from_json`` reads it as it is."""
@@ -723,7 +751,7 @@ def package_commit(allow_dirty: bool) -> str:
     return commit + ("-dirty" if dirty else "")
 
 
-async def record(out: Path, names: list[str], commit: str) -> None:
+async def record(out: Path, names: list[str], commit: str) -> list[str]:
     work = Path(tempfile.mkdtemp(prefix="streamctl-histories-"))
     os.environ["STREAMCTL_STATE_DIR"] = str(work / "state")
     os.environ["STREAMCTL_FILES_DIR"] = str(work / "files")
@@ -734,6 +762,7 @@ async def record(out: Path, names: list[str], commit: str) -> None:
         await wait_for_server(address)
         temporal = await connect(address)
         out.mkdir(parents=True, exist_ok=True)
+        recorded: list[Any] = []
         for name in names:
             scenario, config = SCENARIOS[name]
             log(f"{name}:")
@@ -751,10 +780,15 @@ async def record(out: Path, names: list[str], commit: str) -> None:
                 ]
             for extra_name, extra in s.extra:
                 files.append((f"{commit}-{extra_name}.json", await extra.fetch_history()))
+            recorded += histories
             for file_name, history in files:
                 path = out / file_name
                 path.write_text(compact(history.to_json()))
                 log(f"  wrote {path} ({len(history.events)} events, {path.stat().st_size} bytes)")
+        covered = await kinds_in(recorded)
+        missing = sorted((set(m.REQUEST_TYPES) | set(m.EVENT_TYPES)) - covered)
+        log(f"message kinds the passes applied: {len(covered)}; not covered: {missing or 'none'}")
+        return missing
     finally:
         server.terminate()
         try:
@@ -778,7 +812,9 @@ def main() -> None:
         parser.error(f"unknown scenario(s) {unknown}; known: {', '.join(SCENARIOS)}")
     commit = package_commit(args.allow_dirty)
     log(f"recording streamctl {commit} from {Path(streamctl.__file__).parent}")
-    asyncio.run(record(args.out, names, commit))
+    missing = asyncio.run(record(args.out, names, commit))
+    if missing and names == list(SCENARIOS):
+        sys.exit(f"no history covers {', '.join(missing)}: add them to a scenario")
 
 
 if __name__ == "__main__":
