@@ -36,7 +36,9 @@ from streamctl.lifecycle.queries import (
     QueryState,
     QueryTrigger,
     can_transition,
+    contained,
     fails_on_its_input,
+    lost_with_its_spark,
     transition,
 )
 from streamctl.planner import ast
@@ -314,7 +316,11 @@ def statistics(ctx: PassContext, event: m.Statistics, received_at: float) -> Non
 def _crashed(ctx: PassContext, row: QueryRow, error: str, now: float) -> None:
     policy = ctx.restarts
     healthy = row.started_at is not None and now - row.started_at >= policy.healthy_after
-    row.restarts = 1 if healthy else row.restarts + 1
+    # Lost with its agent's Spark through no fault of its own: like an agent that died, this
+    # costs the query no restart (the agent bounds how often its Spark may die).
+    lost = lost_with_its_spark(error)
+    if not lost:
+        row.restarts = 1 if healthy else row.restarts + 1
     row.error = error
     before = S(row.current_state)
     recovering = transition(before, T.CRASHED)
@@ -324,6 +330,14 @@ def _crashed(ctx: PassContext, row: QueryRow, error: str, now: float) -> None:
         row.current_state = transition(recovering, T.GIVE_UP)
         row.retry_at = None
         reason = "failed on its input (a restart would fail the same way)"
+    elif contained(error):
+        row.current_state = transition(recovering, T.GIVE_UP)
+        row.retry_at = None
+        reason = "took its agent's Spark down too often (contained)"
+    elif lost:
+        row.current_state = recovering
+        row.retry_at = now
+        reason = f"lost with the Spark of {agent}, restarts at once"
     elif policy.exhausted(row.restarts):
         row.current_state = transition(recovering, T.GIVE_UP)
         row.retry_at = None

@@ -117,6 +117,35 @@ def fails_on_its_input(error: str) -> bool:
     return DATA_ERROR.search(error) is not None
 
 
+SPARK_LOST = "[SPARK_LOST]"
+"""Opens an agent's crash report of a query that went down with its agent's Spark through no
+fault of its own (:mod:`streamctl.lifecycle.spark`): it restarts at once and the crash does not
+count against its restarts, as when its agent dies."""
+
+SPARK_CONTAINED = "[CONTAINED]"
+"""Opens an agent's crash report of a query that took its agent's Spark down too often: it ends
+``FAILED`` at once instead of taking Spark (and the queries beside it) down again."""
+
+
+def _tagged(tag: str) -> re.Pattern[str]:
+    # The agent's own report, or the coordinator's "start on <agent> failed: <agent's error>".
+    return re.compile(r"^(?:start on [^:\s]+ failed: )?" + re.escape(tag))
+
+
+_SPARK_LOST_REPORT = _tagged(SPARK_LOST)
+_CONTAINED_REPORT = _tagged(SPARK_CONTAINED)
+
+
+def lost_with_its_spark(error: str) -> bool:
+    """Whether a crash report says the query went down with its agent's Spark, not by itself."""
+    return _SPARK_LOST_REPORT.match(error) is not None
+
+
+def contained(error: str) -> bool:
+    """Whether a crash report says the query took its agent's Spark down too often."""
+    return _CONTAINED_REPORT.match(error) is not None
+
+
 @dataclass(frozen=True)
 class RestartPolicy:
     """How often and how soon a crashed query starts again before it ends ``FAILED``.
