@@ -1,4 +1,6 @@
-"""Typed errors of the client library, one class per coordinator error code."""
+"""Typed errors of the client library: one class per coordinator error code, and the
+client-side failures (:class:`ClientError` and its subclasses), where nothing was answered or
+the answer could not be read."""
 
 from __future__ import annotations
 
@@ -85,7 +87,49 @@ class OutboxFull(ClientError):
 
 
 class CoordinatorUnavailable(ClientError):
-    """The coordinator could not be reached within the request's deadline."""
+    """The coordinator could not be reached, or refused the batch carrying the request."""
+
+
+class RequestTimeout(CoordinatorUnavailable, TimeoutError):
+    """No answer within the request's deadline (the client's ``request_timeout``, or a
+    shorter ``timeout`` of the call).
+
+    The request may or may not have been applied: asking again with the same request id gets
+    its one answer (the coordinator stores answers by id), never a second application.
+    """
+
+    def __init__(self, message: str, request_id: str | None = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
+class UndecodableAnswer(ClientError):
+    """The coordinator answered, but this client cannot read the answer (``cause`` says why:
+    a payload codec or converter it lacks, a payload key it does not hold, a malformed
+    answer). Retrying cannot help, so it is raised at once."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(f"cannot decode the coordinator's answer: {cause}")
+        self.cause = cause
+
+
+class MissingPayloadKey(UndecodableAnswer):
+    """The answer is encrypted with a payload key this client does not hold; ``key_id`` is the
+    one it needs (``held`` the ids it has), see :mod:`streamctl.workflows.payload_crypto`."""
+
+    def __init__(self, key_id: str, held: tuple[str, ...]) -> None:
+        super().__init__(
+            f"it is encrypted with payload key {key_id}, and this client holds "
+            f"{'key(s) ' + ', '.join(held) if held else 'no payload key'}: give it the "
+            "stack's key (STREAMCTL_PAYLOAD_KEY, or the state dir's payload.key)"
+        )
+        self.key_id = key_id
+        self.held = held
+
+
+class ClientFailure(ClientError):
+    """The client's own machinery failed while the message was under way (a bug, reported
+    to the waiting caller with its cause instead of being lost in a background task)."""
 
 
 class ClientClosed(ClientError):

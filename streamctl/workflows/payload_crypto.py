@@ -4,19 +4,29 @@ Protocol
 --------
 Every process connects through :func:`streamctl.workflows.wire.connect`, whose data converter
 ends in :class:`SecretPayloadCodec`. On encode, each payload is checked for a secret with a
-byte-level scan (:func:`mentions_secret`): a case-insensitive search for the option-name words
-of :data:`~streamctl.planner.connectors.options.SECRET_WORDS` (``password``, ``jaas``,
-``token`` ...) and for a URL with user info (``postgresql://user:pw@host``). The scan sees the
-JSON as it travels, so it catches a secret wherever it hides: a ``CreateSink`` config, the text
-of an ``ExecuteStatement`` (``SET('hunter2' AS `SINK`.PASSWORD)``), a pass input or result, an
-agent's ``start_query`` action. A payload that mentions one is compressed first (the inner
+byte-level scan (:func:`mentions_secret`) of the JSON as it travels, so it catches a secret
+wherever it hides: a ``CreateSink`` config, the text of an ``ExecuteStatement``, a pass input or
+result, an agent's ``start_query`` action. A payload carries a secret when, case-insensitively,
+
+* it holds a URL with user info (``postgresql://user:pw@host``), or
+* a word of :data:`~streamctl.planner.connectors.options.SECRET_WORDS` (``password``,
+  ``jaas``, ``token`` ...) is part of an option's *name*: a JSON member name (``"password":``,
+  ``"kafka.sasl.jaas.config":``, also in JSON nested in a string), or the key of a statement
+  option after a literal (``'hunter2' AS `SINK`.PASSWORD``, ``42 AS sasl_password``), or
+* a secret word is a parameter of a connection string (``password=pw``) in a payload that
+  names a URL option (``url``, ``CONNECTION_URL``: secret options whose names hold no word).
+
+A secret word used as an identifier (a column ``password``, ``SELECT token FROM s``, ``WHERE
+password = 'x'``, ``CREATE LOGICAL SOURCE s(KEY UINT64, PASSWORD VARSIZED)``, a schema's
+``"name": "password"``) is not a secret, and such payloads stay readable. A payload that
+mentions one is compressed first (the inner
 codec, :class:`~streamctl.workflows.wire.ZlibCodec`: ciphertext does not compress) and then
 encrypted whole with AES-256-GCM: encoding ``binary/encrypted``, metadata ``encryption-key-id``
 (the first 8 bytes of the key's SHA-256, in hex), data ``nonce (12 bytes) || ciphertext+tag``
 of the serialized inner payload, with :data:`AAD` as associated data. Every other payload is
-left to the inner codec and stays readable JSON in the Web UI. The scan is conservative: a
-masked answer (``"password": "***"``) or a query over a column named ``token`` is encrypted
-too, which costs readability, never a secret.
+left to the inner codec and stays readable JSON in the Web UI. The scan errs towards
+encrypting: a masked answer (``"password": "***"``) or a literal aliased to a secret word
+(``SELECT 'x' AS token``) is encrypted too, which costs readability, never a secret.
 
 Keys come from :func:`streamctl.config.payload_keys` (``STREAMCTL_PAYLOAD_KEY`` or the state
 dir's ``payload.key``). The first key encrypts; every key decrypts (rotation: add the new key
@@ -32,7 +42,8 @@ Guarantees
   :class:`PayloadKeyError` naming the key id it needs when a value is read from it. So a
   client with the wrong key gets a refused update or a dropped signal, never a failed
   workflow task (decoding an activation must not raise, or the coordinator would retry the
-  task forever). :func:`decrypt` is the strict form, for tools and tests.
+  task forever); a client reading a raw answer asks :func:`encrypted_with` and raises its
+  own typed error. :func:`decrypt` is the strict form, for tools and tests.
 """
 
 from __future__ import annotations
@@ -48,7 +59,7 @@ from typing import Any
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import EncodingPayloadConverter, PayloadCodec
 
-from streamctl.planner.connectors.options import SECRET_WORDS
+from streamctl.planner.connectors.options import SECRET_WORDS, SINK_OPTIONS, SOURCE_OPTIONS
 
 log = logging.getLogger(__name__)
 
@@ -58,27 +69,118 @@ AAD = b"streamctl payload v1"
 NONCE_BYTES = 12
 
 _WORDS = tuple(word.encode() for word in SECRET_WORDS)
+_WORD = re.compile(b"|".join(re.escape(word) for word in _WORDS))
 _USERINFO_URL = re.compile(rb"://[^/@\s\"'`,;]+@")
+
+# The name checks read backwards from a secret word: ``before`` is the text before the word,
+# reversed, so each check is an anchored match of bounded length (a search for an ending
+# ``\Z`` would try every start and cost ~60 µs a word).
+_KEY_PART = rb"(?:`[^`]{0,128}`|[a-z0-9_$]{1,128})"
+_WS_REVERSED = rb"(?:\s|[nrt]\\)"
+"""Whitespace, also as JSON escapes (a statement's newline travels as ``\n``), reversed."""
+_IN_MEMBER_NAME = (
+    # Before the word (reversed): the rest of the name up to its opening quote.
+    re.compile(rb'[^"\\]{0,256}"'),
+    # After it: the rest of the name, its closing quote (escaped in nested JSON), a colon.
+    re.compile(rb'[^"\\]{0,256}\\*"\s*:'),
+)
+_IN_OPTION_KEY = re.compile(
+    # An option of a SET(...) or inline-connector list, reversed: ``(`` or ``,``, a literal
+    # (quoted, '' escapes included, or a number), AS, then the key path up to the word
+    # (``, 'x' AS `SINK`.PASS`` + ``WORD``). A quoted literal longer than the look-back
+    # counts too. A select list's ``expr AS word`` is no option.
+    rb"(?:[^`]{0,128}`|[a-z0-9_$]{0,128})"  # the key's part that holds the word
+    + rb"(?:\s*\.\s*"
+    + _KEY_PART
+    + rb")*"  # the parts before it
+    + _WS_REVERSED
+    + rb"+sa"
+    + _WS_REVERSED
+    + rb"+(?:"
+    + rb"""(?:(?:'[^']*')+|"\\*[^"\\]*"\\*|[0-9a-z_.]{0,64}[0-9][-+]?)"""
+    + _WS_REVERSED
+    + rb"*[(,]"
+    + rb"""|'[^']*\Z|"[^"]*\Z)"""
+)
+_LOOK_BACK = 512
+"""Bytes before a word that the name checks look at (names and key paths are shorter)."""
+
+
+def _url_option_names() -> tuple[bytes, ...]:
+    """Names of secret options without a secret word (``url``, ``connection_url``): their
+    credentials are a URL's user info or a ``password=`` parameter of their value."""
+    names = {
+        name.lower()
+        for specs in (*SOURCE_OPTIONS.values(), *SINK_OPTIONS.values())
+        for spec in specs
+        if spec.secret
+        for name in (spec.key, *(n.rpartition(".")[2] for n in spec.nes_names))
+    }
+    return tuple(sorted(n.encode() for n in names if not any(word in n for word in SECRET_WORDS)))
+
+
+_URL_OPTION = re.compile(
+    # A member ``"url":`` or an option key ``AS `SINK`.URL``, read forwards.
+    rb'\\*"(?:'
+    + b"|".join(_url_option_names())
+    + rb')\\*"\s*:|\bas'
+    + rb"(?:\s|\\[nrt])+"
+    + rb"(?:"
+    + _KEY_PART
+    + rb"\s*\.\s*)*`?(?:"
+    + b"|".join(_url_option_names())
+    + rb")\b"
+)
 
 
 class PayloadKeyError(ValueError):
-    """A payload that this process cannot decrypt; the message says which key it needs."""
+    """A payload that this process cannot decrypt; the message says which key it needs
+    (``key_id``; None when the key is there but the payload does not authenticate)."""
+
+    def __init__(self, message: str, key_id: str | None = None) -> None:
+        super().__init__(message)
+        self.key_id = key_id
 
 
 def key_id(key: bytes) -> str:
     return hashlib.sha256(key).hexdigest()[:16]
 
 
-def mentions_secret(data: bytes) -> bool:
-    """Whether ``data`` names a secret option or holds a URL with user info.
+def encrypted_with(payload: Payload) -> str | None:
+    """The id of the key ``payload`` is encrypted with (``'?'`` if unnamed); None if it is not
+    encrypted (any more: the codec decrypts what it can)."""
+    if payload.metadata.get("encoding") != ENCRYPTED_ENCODING:
+        return None
+    return payload.metadata.get(KEY_ID_METADATA, b"").decode(errors="replace") or "?"
 
-    ``bytes.lower`` and ``in`` run at memory speed, so a 1 MB request batch costs well under a
-    millisecond per word; the URL regex runs only when ``://`` occurs at all.
+
+def mentions_secret(data: bytes) -> bool:
+    """Whether ``data`` holds a secret option's value or a URL with user info (see the module
+    docstring for the rules).
+
+    ``bytes.lower`` and ``in`` run at memory speed, so a 1 MB request batch without a secret
+    word costs well under a millisecond per word; the regexes run only around the words found
+    (a bounded look-back each) and when ``://`` occurs at all.
     """
     lowered = data.lower()
-    if any(word in lowered for word in _WORDS):
+    if b"://" in lowered and _USERINFO_URL.search(lowered) is not None:
         return True
-    return b"://" in lowered and _USERINFO_URL.search(lowered) is not None
+    if not any(word in lowered for word in _WORDS):
+        return False
+    names_url_option: bool | None = None  # looked up once, when first needed
+    for found in _WORD.finditer(lowered):
+        start, end = found.span()
+        before = lowered[max(0, start - _LOOK_BACK) : start][::-1]
+        if _IN_MEMBER_NAME[0].match(before) and _IN_MEMBER_NAME[1].match(lowered, end):
+            return True
+        if _IN_OPTION_KEY.match(before):
+            return True
+        if lowered[end : end + 1] == b"=":
+            if names_url_option is None:
+                names_url_option = _URL_OPTION.search(lowered) is not None
+            if names_url_option:
+                return True
+    return False
 
 
 def _aesgcm(key: bytes) -> Any:
@@ -100,13 +202,14 @@ def encrypt(payload: Payload, key: bytes) -> Payload:
 
 def decrypt(payload: Payload, keys: Sequence[bytes]) -> Payload:
     """The inner payload of an encrypted one; :class:`PayloadKeyError` if no key fits."""
-    wanted = payload.metadata.get(KEY_ID_METADATA, b"").decode(errors="replace")
+    wanted = encrypted_with(payload) or "?"
     key = next((k for k in keys if key_id(k) == wanted), None)
     if key is None:
         held = ", ".join(key_id(k) for k in keys) or "none"
         raise PayloadKeyError(
-            f"payload is encrypted with key {wanted or '?'}; this process holds key(s) {held}: "
-            "give every streamctl process the same STREAMCTL_PAYLOAD_KEY"
+            f"payload is encrypted with key {wanted}; this process holds key(s) {held}: "
+            "give every streamctl process the same STREAMCTL_PAYLOAD_KEY",
+            wanted,
         )
     from cryptography.exceptions import InvalidTag
 
@@ -177,8 +280,9 @@ class EncryptedPayloadConverter(EncodingPayloadConverter):
         return None  # never chosen to encode: the codec encrypts
 
     def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
-        wanted = payload.metadata.get(KEY_ID_METADATA, b"?").decode(errors="replace")
+        wanted = encrypted_with(payload) or "?"
         raise PayloadKeyError(
             f"cannot read a payload encrypted with key {wanted}: this process does not hold "
-            "that key (give every streamctl process the same STREAMCTL_PAYLOAD_KEY)"
+            "that key (give every streamctl process the same STREAMCTL_PAYLOAD_KEY)",
+            wanted,
         )
