@@ -13,6 +13,7 @@ client and then checks, on the catalog the coordinator wrote:
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import threading
 import uuid
@@ -27,7 +28,7 @@ from conftest import RunningCoordinator
 from streamctl.bench.requests import SCHEMA, mixed_request
 from streamctl.client.client import new_id
 from streamctl.worker.coordinator import ensure_coordinator
-from streamctl.worker.supervisor import coordinator_command
+from streamctl.worker.supervisor import catalog_environment, coordinator_command
 from streamctl.workflows import messages as m
 from streamctl.workflows.coordinator import CoordinatorConfig
 from streamctl.workflows.messages import Response
@@ -146,9 +147,10 @@ async def test_continue_as_new_every_50_passes_with_10000_in_flight(
 
 def start_worker_process(address: str, catalog_url: str, task_queue: str, log: Path) -> Any:
     return subprocess.Popen(
-        coordinator_command(address, catalog_url, task_queue),
+        coordinator_command(address, task_queue),
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,
+        env={**os.environ, **catalog_environment(catalog_url)},
     )
 
 

@@ -79,7 +79,9 @@ def up(
     ),
     state_dir: Path | None = typer.Option(None, help="Where the stack keeps its files."),
     catalog: str | None = typer.Option(
-        None, help="Catalog URL (default: SQLite in the state dir)."
+        None,
+        help="Catalog URL (default: $STREAMCTL_CATALOG_URL, else SQLite in the state dir); "
+        "one with a password is better set in $STREAMCTL_CATALOG_URL, which ps does not show.",
     ),
     port: int = typer.Option(7233, help="Temporal frontend port."),
     ui_port: int = typer.Option(8233, help="Temporal Web UI port."),
@@ -95,7 +97,13 @@ def up(
     ),
 ) -> None:
     """Start the embedded stack: Temporal dev server, coordinator worker and workflow, agents."""
-    from streamctl.worker.supervisor import Supervisor, read_stack, run_foreground
+    from streamctl.catalog.urls import redact_url
+    from streamctl.worker.supervisor import (
+        Supervisor,
+        catalog_environment,
+        read_stack,
+        run_foreground,
+    )
 
     directory = _state_dir(state_dir)
     existing = read_stack(directory)
@@ -110,15 +118,19 @@ def up(
         directory.mkdir(parents=True, exist_ok=True)
         command = [
             sys.executable, "-m", "streamctl.client.cli", "up",
-            "--state-dir", str(directory), "--catalog", catalog_url,
+            "--state-dir", str(directory),
             "--port", str(port), "--ui-port", str(ui_port),
             "--batch-size", str(batch_size), "--timeout", str(timeout),
             "--coordinators", str(coordinators), "--agents", str(agents),
             *(argument for root in file_roots for argument in ("--file-root", str(root))),
         ]  # fmt: skip
         log = open(directory / "supervisor.log", "ab")  # noqa: SIM115
-        process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        process = subprocess.Popen(  # the catalog URL may hold a password: not in argv
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, **catalog_environment(catalog_url)},
         )
         address = f"127.0.0.1:{port}"
         deadline = time.monotonic() + 120
@@ -130,7 +142,9 @@ def up(
                     raise typer.Exit(1)
                 if read_stack(directory) is not None and _status(address) is not None:
                     ui = f"http://127.0.0.1:{ui_port}"
-                    console.print(f"stack up: Temporal {address}, UI {ui}, catalog {catalog_url}")
+                    console.print(
+                        f"stack up: Temporal {address}, UI {ui}, catalog {redact_url(catalog_url)}"
+                    )
                     return
                 time.sleep(0.3)
         console.print("[red]the coordinator did not answer within 120 s")

@@ -15,11 +15,17 @@ source configs are encrypted in the dev server's history; commands run later wit
 state dir read that file. The stack's processes ignore Temporal's env-config profiles
 (``STREAMCTL_TEMPORAL_ENV_CONFIG=0``): their server is the local dev server, never the cluster
 a profile names.
+
+The catalog URL may hold a password, and command lines are visible to every user (``ps``), so
+no child gets it as an argument: coordinator workers read it from ``STREAMCTL_CATALOG_URL`` in
+their environment (readable by the same user only), agents, which never open the catalog, do
+not get it at all. ``stack.json`` (mode 0600) records the URL without its password.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -33,6 +39,7 @@ from typing import Any
 from temporalio.client import Client
 
 from streamctl import config as settings
+from streamctl.catalog.urls import redact_url
 from streamctl.worker.coordinator import ensure_coordinator
 from streamctl.worker.temporal_server import port_open, start_dev_server, wait_for_server
 from streamctl.workflows.coordinator import COORDINATOR_WORKFLOW_ID, CoordinatorConfig
@@ -48,6 +55,7 @@ class StackInfo:
     address: str
     ui_url: str
     catalog_url: str
+    """Without its password (:func:`~streamctl.catalog.urls.redact_url`)."""
     state_dir: str
     agent_pids: list[int] = field(default_factory=list)
 
@@ -72,8 +80,9 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def coordinator_command(address: str, catalog_url: str, task_queue: str | None = None) -> list[str]:
-    """The command line of one coordinator worker process (it never starts the workflow)."""
+def coordinator_command(address: str, task_queue: str | None = None) -> list[str]:
+    """The command line of one coordinator worker process (it never starts the workflow). The
+    catalog URL is not on it: give the process :func:`catalog_environment`."""
     queue = ["--task-queue", task_queue] if task_queue is not None else []
     return [
         sys.executable,
@@ -82,11 +91,15 @@ def coordinator_command(address: str, catalog_url: str, task_queue: str | None =
         "coordinator",
         "--address",
         address,
-        "--catalog",
-        catalog_url,
         *queue,
         "--no-start-workflow",
     ]
+
+
+def catalog_environment(catalog_url: str) -> dict[str, str]:
+    """The environment entry that hands a child process the catalog URL, password and all,
+    where only its own user can read it (``/proc/<pid>/environ``), unlike its command line."""
+    return {"STREAMCTL_CATALOG_URL": catalog_url}
 
 
 def agent_command(
@@ -153,18 +166,19 @@ class Supervisor:
     def _start_worker(self) -> subprocess.Popen[bytes]:
         log = open(self.state_dir / "coordinator.log", "ab")  # noqa: SIM115
         return subprocess.Popen(
-            coordinator_command(self.address, self.catalog_url),
+            coordinator_command(self.address),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env=self._child_environment(),
+            env={**self._child_environment(), **catalog_environment(self.catalog_url)},
         )
 
     def _child_environment(self) -> dict[str, str]:
         """What the stack's processes read from the environment: its state directory (the
-        files directory of inline sources and sinks lies in it) and the extra file roots."""
+        files directory of inline sources and sinks lies in it) and the extra file roots; not
+        the catalog URL, which only coordinator workers get."""
         environment = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k != "STREAMCTL_CATALOG_URL"},
             "STREAMCTL_STATE_DIR": str(self.state_dir),
             "STREAMCTL_PAYLOAD_KEY": self.payload_key,
             "STREAMCTL_TEMPORAL_ENV_CONFIG": "0",
@@ -209,11 +223,11 @@ class Supervisor:
             coordinator_pids=[w.pid for w in self.workers],
             address=self.address,
             ui_url=f"http://127.0.0.1:{self.ui_port}",
-            catalog_url=self.catalog_url,
+            catalog_url=redact_url(self.catalog_url),
             state_dir=str(self.state_dir),
             agent_pids=[a.pid for a in self.agents],
         )
-        (self.state_dir / STACK_FILE).write_text(json.dumps(asdict(info), indent=2))
+        _write_private(self.state_dir / STACK_FILE, json.dumps(asdict(info), indent=2))
 
     async def start(self) -> Client:
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -266,6 +280,19 @@ class Supervisor:
         _terminate(self.agents, grace=30)
         _terminate([*self.workers, *([self.temporal] if self.temporal else [])], grace=10)
         (self.state_dir / STACK_FILE).unlink(missing_ok=True)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text``, readable by its owner only (mode 0600) from the first
+    byte: written to a private temporary file first, then renamed, so a reader never sees a
+    half-written file either."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        partial.unlink()
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(text)
+    os.replace(partial, path)
 
 
 def _terminate(children: list[subprocess.Popen[bytes]], grace: float) -> None:
