@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
 import shutil
@@ -43,6 +44,17 @@ PG_ADMIN_URL = os.environ.get("STREAMCTL_TEST_PG", "postgresql://postgres@127.0.
 os.environ["STREAMCTL_FILE_ROOTS"] = os.pathsep.join(
     part for part in (os.environ.get("STREAMCTL_FILE_ROOTS"), tempfile.gettempdir()) if part
 )
+
+# Every process of the session takes its state dir (with it the payload key file, the stack
+# file and the files directory) from this empty directory, never from the `.state` of the
+# directory pytest runs in: `streamctl demo` or `up` run there (the README's first command)
+# leaves a payload.key, which this process would encrypt secrets with while the agents it
+# spawns (each with a state dir of its own) hold no key, so a start action carrying a secret
+# option reached them undecodable ("Failed decoding arguments", issue 16 measurement 7). An
+# inherited STREAMCTL_PAYLOAD_KEY still reaches every process alike.
+SESSION_STATE_DIR = tempfile.mkdtemp(prefix="streamctl-tests-state-")
+os.environ["STREAMCTL_STATE_DIR"] = SESSION_STATE_DIR
+atexit.register(shutil.rmtree, SESSION_STATE_DIR, True)
 
 
 @dataclass
