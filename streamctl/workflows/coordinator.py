@@ -69,6 +69,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.api.common.v1 import Payload
     from temporalio.common import RawValue
 
+    from streamctl.limits import MAX_REQUEST_BYTES
     from streamctl.workflows.actions import (
         AgentAction,
         ExplainReport,
@@ -79,7 +80,6 @@ with workflow.unsafe.imports_passed_through():
         CheckLiveness,
         Envelope,
         Event,
-        EventBatch,
         QueryStatusChanged,
         SparkPlanExplained,
         compaction_key,
@@ -102,6 +102,7 @@ with workflow.unsafe.imports_passed_through():
         pass_summary,
         waiting_details,
     )
+    from streamctl.workflows.wire import decode_event_batch, request_batch_problem
 
 MIN_TIMER_WAIT = 0.02
 """Shorter batching waits run the pass at once: a workflow timer fired 100-200 ms late on the dev
@@ -127,6 +128,11 @@ MAX_EVENTS_PER_SIGNAL = 5000
 MAX_EVENT_BATCH_BYTES = 4 * 1024 * 1024
 """Bounds of one ``events`` signal: event count, and the sum of the events' sizes."""
 SENDER_MEMORY_SECONDS = 24 * 3600.0
+MAX_CARRIED_EVENT_BYTES = 512 * 1024
+"""Pending events a run hands to the next one at most (by their estimated size); above this it
+runs passes first. Continue-as-new carries the state in one payload, which Temporal refuses
+above 2 MB; a single event is at most ``MAX_REQUEST_BYTES`` (larger ones are dropped when
+they arrive: the pass would refuse them anyway)."""
 
 
 @dataclass
@@ -264,13 +270,19 @@ class CoordinatorWorkflow:
                 f"got {len(payload.data)}",
                 type="InvalidBatch",
             )
+        problem = request_batch_problem(ids, payload.data)
+        if problem is not None:
+            raise ApplicationError(problem, type="InvalidBatch")
         if self.pending_requests + len(ids) > config.max_pending:
             raise ApplicationError("coordinator buffer is full; retry later", type="Busy")
 
     @workflow.signal
-    def events(self, batch: EventBatch) -> None:
-        if not isinstance(batch.sender, str) or not isinstance(batch.seq, int):
-            workflow.logger.warning("dropping an event batch without sender or sequence")
+    def events(self, *args: Any) -> None:
+        """``events(batch: EventBatch)``, taken raw: see :func:`decode_event_batch`."""
+        batch, problem = decode_event_batch(args)
+        if problem:
+            workflow.logger.warning("events signal: %s", problem)
+        if batch is None:
             return
         if batch.seq <= self.state.sender_seqs.get(batch.sender, 0):
             return  # delivered before
@@ -292,8 +304,16 @@ class CoordinatorWorkflow:
         self.state.sender_seqs[batch.sender] = batch.seq
         self.state.sender_seen_at[batch.sender] = now
         for envelope in events:
-            if isinstance(envelope, Envelope):
-                self._enqueue_event(envelope, now)
+            if _size(envelope) > MAX_REQUEST_BYTES and workflow.patched("drop-oversized-events"):
+                workflow.logger.warning(
+                    "TOO_LARGE: dropping event %s of %s: ~%d bytes, the limit is %d",
+                    envelope.id,
+                    batch.sender,
+                    _size(envelope),
+                    MAX_REQUEST_BYTES,
+                )
+                continue
+            self._enqueue_event(envelope, now)
 
     @workflow.query
     def status(self) -> CoordinatorStatus:
@@ -337,6 +357,10 @@ class CoordinatorWorkflow:
             if self.state.pending or self.request_batches:
                 await self._run_pass()
             if self.draining and not self.request_batches:
+                if self._carried_bytes() > MAX_CARRIED_EVENT_BYTES and workflow.patched(
+                    "bounded-continue-as-new-state"
+                ):
+                    continue  # pass the pending events first: the state must fit one payload
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 with contextlib.suppress(TimeoutError):
                     await workflow.wait_condition(
@@ -568,6 +592,10 @@ class CoordinatorWorkflow:
         if key is not None:
             self.compaction_index[key] = len(self.state.pending)
         self.state.pending.append(PendingMessage(envelope, now, _size(envelope)))
+
+    def _carried_bytes(self) -> int:
+        """About how large the pending events are that continue-as-new would carry."""
+        return sum(pending.size for pending in self.state.pending)
 
     def _reindex(self) -> None:
         self.compaction_index = {}

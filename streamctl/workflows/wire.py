@@ -30,6 +30,7 @@ workflow task.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import types
 import typing
 import zlib
@@ -52,7 +53,12 @@ from temporalio.converter import (
 from temporalio.runtime import Runtime
 
 from streamctl import config
+from streamctl.compact_json import loads
+from streamctl.limits import MAX_ID_LENGTH
+from streamctl.workflows.messages import Envelope, EventBatch
 from streamctl.workflows.payload_crypto import EncryptedPayloadConverter, SecretPayloadCodec
+
+log = logging.getLogger(__name__)
 
 COMPRESS_ABOVE = 4096
 """Payloads at least this large (encoded JSON bytes) are compressed."""
@@ -154,6 +160,62 @@ def _checked_dict(value: Any) -> dict[str, Any]:
 _DECODERS = _Decoders()
 
 
+def decode_event_batch(args: Sequence[Any]) -> tuple[EventBatch | None, str]:
+    """The ``events`` signal's argument decoded strictly, or None and why it was dropped.
+
+    The signal handler takes its arguments raw (any number of them), because Temporal calls a
+    typed handler with however many arguments a raw caller sent, and a handler that raises
+    fails the workflow task. Envelopes that cannot be ordered and compacted (an id or a kind
+    that is not a string) are left out one by one."""
+    if len(args) != 1:
+        return None, f"the events signal takes one EventBatch, got {len(args)} arguments"
+    value = args[0]
+    try:
+        batch = _DECODERS.dataclass_decoder(EventBatch)(value)
+    except Exception as error:
+        return None, f"not an EventBatch: {error}"
+    if not isinstance(batch.sender, str) or not batch.sender:
+        return None, "an event batch needs a non-empty string sender"
+    if not isinstance(batch.seq, int) or isinstance(batch.seq, bool):
+        return None, "an event batch needs an integer seq"
+    if not isinstance(batch.events, list):
+        return None, "an event batch's events must be a list"
+    envelopes: list[Any] = batch.events  # decoded as Envelopes with the batch
+    kept = [e for e in envelopes if isinstance(e, Envelope) and _orderable(e)]
+    dropped = len(envelopes) - len(kept)
+    return (
+        EventBatch(batch.sender[:MAX_ID_LENGTH], batch.seq, kept),
+        f"{dropped} malformed event(s) left out" if dropped else "",
+    )
+
+
+def request_batch_problem(ids: Sequence[Any], data: bytes) -> str | None:
+    """Why a ``submit`` update's payload does not match its ids, or None.
+
+    Checked by the update's validator, before the batch enters history: the payload must be a
+    JSON array with one envelope object per id, in the same order. The pass answers each
+    request by the id inside its envelope, so a batch whose ids and envelopes disagree (in
+    number or order) could never be answered as its caller expects."""
+    try:
+        envelopes = loads(data)
+    except Exception as error:  # not JSON, or nested beyond what a parser takes
+        return f"the request batch is not valid JSON: {str(error)[:200]}"
+    if not isinstance(envelopes, list):
+        return "the request batch must be a JSON array of envelopes"
+    if len(envelopes) != len(ids):
+        return f"the request batch has {len(envelopes)} envelopes for {len(ids)} ids"
+    for position, (envelope, request_id) in enumerate(zip(envelopes, ids, strict=True)):
+        if not isinstance(envelope, dict) or envelope.get("id") != request_id:
+            return f"envelope {position} of the request batch does not carry id {request_id!r}"
+    return None
+
+
+def _orderable(envelope: Envelope) -> bool:
+    """Whether the workflow can buffer and compact it (its id and kind are strings); the rest
+    of an envelope is the pass's to judge, so that histories from before this check replay."""
+    return isinstance(envelope.id, str) and isinstance(envelope.kind, str)
+
+
 class FastDataclassConverter(JSONTypeConverter):
     """Decodes every hint with a prebuilt decoder (Temporal's own for hints it does not know).
 
@@ -220,8 +282,16 @@ class ZlibCodec(PayloadCodec):
             if payload.metadata.get("encoding") != ZLIB_ENCODING:
                 decoded.append(payload)
                 continue
-            inner = Payload()
-            inner.ParseFromString(zlib.decompress(payload.data))
+            try:
+                inner = Payload()
+                inner.ParseFromString(zlib.decompress(payload.data))
+            except Exception as error:  # zlib.error, protobuf's DecodeError
+                # A codec that raises fails the whole workflow activation, again on every
+                # retry: a raw caller's corrupt payload would stop the coordinator. Left as it
+                # is, it fails only where its value is read (a dropped signal, a rejected update).
+                log.warning("leaving a corrupt %s payload undecoded: %s", ZLIB_ENCODING, error)
+                decoded.append(payload)
+                continue
             decoded.append(inner)
         return decoded
 
