@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from test_pass_activity import codes, run_pass
 
-from streamctl.activities import apply
+from streamctl.activities import apply, passes
 from streamctl.activities.context import PassContext
 from streamctl.activities.passes import CatalogActivities
 from streamctl.catalog.models import QuarantinedMessage, Worker
@@ -175,3 +175,28 @@ def test_request_ids_that_cannot_be_stored_are_refused(catalog_url):
     answers = json.loads(result.responses[0])
     assert codes(answers) == ["INVALID_REQUEST", "INVALID_REQUEST", "ok"]
     assert "255" in answers[0]["error_message"]
+
+
+def test_a_pass_hands_back_at_most_its_result_budget(catalog_url, monkeypatch):
+    """Answers stay under Temporal's payload limit by construction: reads that do not fit a
+    pass's result are answered UNAVAILABLE (not stored, so the same id asks again)."""
+    monkeypatch.setattr(passes, "MAX_PASS_RESULT_BYTES", 40_000)
+    activities = CatalogActivities(catalog_url)
+    wide = tuple(m.ColumnSpec(f"c{i:03d}", "UINT64", False) for i in range(20))
+    run_pass(activities, 1, [m.CreateLogicalSource(f"s{i}", wide) for i in range(10)])
+    ids = [f"list-{i}" for i in range(10)]
+    result = activities.apply_pass(
+        PassInput("w", 2, 1000.0, [], [1000.0], 30.0, 60.0),
+        request_batches_payload([[m.ListLogicalSources().to_envelope(i) for i in ids]]),
+    )
+    answers = json.loads(result.responses[0])
+    assert sum(len(r) for r in result.responses) < 2 * 40_000
+    assert answers[0]["ok"]
+    assert answers[-1]["error_code"] == "UNAVAILABLE"
+    assert {a["error_code"] for a in answers} <= {None, "UNAVAILABLE"}
+    # Asked again in a pass of its own, a read that did not fit is answered.
+    again = activities.apply_pass(
+        PassInput("w", 3, 1000.0, [], [1000.0], 30.0, 60.0),
+        request_batches_payload([[m.ListLogicalSources().to_envelope(ids[-1])]]),
+    )
+    assert json.loads(again.responses[0])[0]["ok"]

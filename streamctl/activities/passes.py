@@ -54,7 +54,12 @@ from streamctl.catalog.view import CatalogView
 from streamctl.compact_json import dumps, loads
 from streamctl.lifecycle.agents import LivenessPolicy
 from streamctl.lifecycle.queries import RestartPolicy
-from streamctl.limits import MAX_ID_LENGTH, MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES
+from streamctl.limits import (
+    MAX_ID_LENGTH,
+    MAX_PASS_RESULT_BYTES,
+    MAX_REQUEST_BYTES,
+    MAX_RESPONSE_BYTES,
+)
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import action_from_json
 from streamctl.workflows.messages import Envelope, ErrorCode, Response
@@ -203,10 +208,11 @@ class CatalogActivities:
                 apply.preload(view, [message for _, _, message in work])
                 for index in ordered:
                     message_id, received_at, message = work[index]
-                    response = _apply_message(ctx, message, message_id, received_at, version)
+                    response = _apply_message(ctx, out, message, message_id, received_at)
                     if response is not None:
                         answers[message_id] = response
-                        out.answered(first_of[message_id], response)
+                        if message_id not in out.unstored:
+                            out.answered(first_of[message_id], response)
                     out.changed(message_id, ctx.changes)
                 # Queries waiting for an agent (new ones, recovering ones whose backoff passed)
                 # start.
@@ -263,10 +269,10 @@ class CatalogActivities:
             actions_before = len(ctx.actions)
             savepoint = session.begin_nested()
             try:
-                response = _apply_message(ctx, message, message_id, received_at, version)
+                response = _apply_message(ctx, out, message, message_id, received_at)
                 ctx.view.write()
                 ctx.view.mark_written()
-                if response is not None:
+                if response is not None and message_id not in out.unstored:
                     out.answered(first_of[message_id], response)
                 out.changed(message_id, ctx.changes)
                 out.flush()
@@ -302,7 +308,11 @@ class CatalogActivities:
             log.exception("pass %d: scheduling failed; the next pass tries again", version)
         for request in first_of.values():
             answer = answers[request.id]
-            if answer.version == version and not out.has_answered(request.id):
+            if (
+                answer.version == version
+                and not out.has_answered(request.id)
+                and request.id not in out.unstored
+            ):
                 savepoint = session.begin_nested()
                 try:
                     out.answered(request, answer)
@@ -401,11 +411,11 @@ class CatalogActivities:
     ) -> PassResult:
         answers = _load_stored(session, (r.id for batch in batches for r in batch))
         refusals = reused_id_refusals(batches, load_stored_requests(session, answers), version)
-        missing = [r.id for batch in batches for r in batch if r.id not in answers]
-        if missing:  # cannot happen unless responses were pruned mid-flight
-            raise RuntimeError(
-                f"pass {pass_input.pass_no} committed without answers for {missing[:3]}"
-            )
+        for request in (r for batch in batches for r in batch):
+            if request.id not in answers:  # a read that did not fit the pass's answers
+                answers[request.id] = _error(
+                    request.id, ErrorCode.UNAVAILABLE, "the answer was not kept; ask again", version
+                )
         stored_actions = session.scalar(
             select(SnapshotVersion.actions).where(SnapshotVersion.version == version)
         )
@@ -566,12 +576,13 @@ def _is_transient(error: BaseException) -> bool:
 
 
 def _apply_message(
-    ctx: PassContext, message: m.Message, message_id: str, received_at: float, version: int
+    ctx: PassContext, out: _PassOutput, message: m.Message, message_id: str, received_at: float
 ) -> Response | None:
     """Apply one decoded message to the view: a request's answer, or None for an event.
 
     A refusal (:class:`RequestFailed`) is the request's answer; any other exception is the
     caller's to handle (the message may have changed the view half-way)."""
+    version = out.snapshot.version
     ctx.changes.clear()
     if isinstance(message, m.Event):
         try:
@@ -583,15 +594,7 @@ def _apply_message(
         result = apply.REQUEST_HANDLERS[message.kind](ctx, message)
     except RequestFailed as error:
         return _error(message_id, error.code, error.message, version)
-    # Only listings grow with the catalog; other answers are bounded by their request.
-    if message.kind in m.LISTING_KINDS and body_size(result) > MAX_RESPONSE_BYTES:
-        return _error(
-            message_id,
-            ErrorCode.TOO_LARGE,
-            f"the answer to {message.kind} exceeds {MAX_RESPONSE_BYTES} bytes",
-            version,
-        )
-    return Response(id=message_id, ok=True, result=result, version=version)
+    return out.fitted(Response(id=message_id, ok=True, result=result, version=version), message)
 
 
 class _PassOutput:
@@ -609,6 +612,43 @@ class _PassOutput:
         self._changelog: list[dict[str, Any]] = []
         self._answers: list[dict[str, Any]] = []
         self._answered: set[str] = set()
+        self._answer_bytes_left = MAX_PASS_RESULT_BYTES
+        self.unstored: set[str] = set()
+        """Answers handed back but not stored: reads that did not fit this pass's result,
+        which a retry with the same id asks again."""
+
+    def fitted(self, response: Response, request: m.Message) -> Response:
+        """``response``, or an error in its place when its result is too large on its own
+        (:data:`MAX_RESPONSE_BYTES`) or for what is left of this pass's result
+        (:data:`MAX_PASS_RESULT_BYTES`, under Temporal's 2 MB payload limit)."""
+        size = body_size(response.result)
+        read_only = request.kind in m.READ_ONLY_KINDS
+        applied = "" if read_only else " (it was applied)"
+        if size > MAX_RESPONSE_BYTES:
+            return _error(
+                response.id,
+                ErrorCode.TOO_LARGE,
+                f"the answer to {request.kind} is {size} bytes, more than the "
+                f"{MAX_RESPONSE_BYTES} one answer may have{applied}",
+                response.version,
+            )
+        if size > self._answer_bytes_left:
+            if read_only:
+                self.unstored.add(response.id)
+                return _error(
+                    response.id,
+                    ErrorCode.UNAVAILABLE,
+                    f"the answers of this pass reached {MAX_PASS_RESULT_BYTES} bytes; ask again",
+                    response.version,
+                )
+            return _error(
+                response.id,
+                ErrorCode.TOO_LARGE,
+                f"the answer to {request.kind} did not fit in this pass's answers{applied}",
+                response.version,
+            )
+        self._answer_bytes_left -= size
+        return response
 
     def changed(self, message_id: str, changes: list[Change]) -> None:
         for change in changes:
@@ -642,7 +682,7 @@ class _PassOutput:
     ) -> None:
         """Stage the answers of requests refused before applying (undecodable ones), after
         the applied ones."""
-        applied = {row["request_id"] for row in self._answers} | self._answered
+        applied = {row["request_id"] for row in self._answers} | self._answered | self.unstored
         for request in first_of.values():
             answer = answers[request.id]
             if request.id not in applied and answer.version == self.snapshot.version:

@@ -478,8 +478,10 @@ EVENT_TYPES: dict[str, type[Event]] = {
 }
 
 INTERNAL_EVENT_KINDS = frozenset({CheckLiveness.kind})
-LISTING_KINDS = frozenset(kind for kind in REQUEST_TYPES if kind.startswith("List"))
 """Events only the workflow itself may emit; clients sending them are ignored."""
+LISTING_KINDS = frozenset(kind for kind in REQUEST_TYPES if kind.startswith("List"))
+READ_ONLY_KINDS = LISTING_KINDS | frozenset(k for k in REQUEST_TYPES if k.startswith("Get"))
+"""Requests that change nothing: an answer that did not fit a pass may be asked again."""
 
 
 COMPACTION_KEY_FIELDS: dict[str, str] = {Heartbeat.kind: "name", Statistics.kind: "query_id"}

@@ -193,9 +193,9 @@ def request_batch_problem(ids: Sequence[Any], data: bytes) -> str | None:
     """Why a ``submit`` update's payload does not match its ids, or None.
 
     Checked by the update's validator, before the batch enters history: the payload must be a
-    JSON array with one envelope object per id, in the same order. The pass answers each
-    request by the id inside its envelope, so a batch whose ids and envelopes disagree (in
-    number or order) could never be answered as its caller expects."""
+    JSON array with one envelope per id, in the same order. The pass answers each request by
+    the id inside its envelope, so a batch whose ids and envelopes disagree (in number or
+    order) could never be answered as its caller expects."""
     try:
         envelopes = loads(data)
     except Exception as error:  # not JSON, or nested beyond what a parser takes
@@ -205,8 +205,13 @@ def request_batch_problem(ids: Sequence[Any], data: bytes) -> str | None:
     if len(envelopes) != len(ids):
         return f"the request batch has {len(envelopes)} envelopes for {len(ids)} ids"
     for position, (envelope, request_id) in enumerate(zip(envelopes, ids, strict=True)):
-        if not isinstance(envelope, dict) or envelope.get("id") != request_id:
-            return f"envelope {position} of the request batch does not carry id {request_id!r}"
+        # An envelope without a string id is the pass's to refuse, with its own answer.
+        carried = envelope.get("id") if isinstance(envelope, dict) else None
+        if isinstance(carried, str) and carried != request_id:
+            return (
+                f"envelope {position} of the request batch carries id {carried!r}, "
+                f"not {request_id!r}"
+            )
     return None
 
 
