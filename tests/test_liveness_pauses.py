@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -31,10 +32,12 @@ from temporalio.worker import (
     Interceptor,
 )
 
+from streamctl.activities.passes import CatalogActivities
 from streamctl.client.client import CoordinatorClient
 from streamctl.worker.coordinator import build_worker, ensure_coordinator
 from streamctl.workflows import messages as m
 from streamctl.workflows.coordinator import CoordinatorConfig, CoordinatorWorkflow
+from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_payload
 
 
 class CatalogOutage(Interceptor):
@@ -178,3 +181,37 @@ async def test_an_unplaceable_recovering_query_waits_without_running_passes(
         await wait_until(placed, timeout=30)
     finally:
         await asyncio.to_thread(client.close)
+
+
+def test_a_heartbeat_counts_from_its_newest_arrival_bounded_by_the_pass(sqlite_url):
+    """``arrived_last`` (the workflow's stamp on merged heartbeats) moves the heartbeat time
+    forward, never past the pass's clock nor behind the event's own arrival, so a client that
+    sets it gains nothing over sending a heartbeat."""
+    activities = CatalogActivities(sqlite_url)
+
+    def last_heartbeat(pass_no: int, now: float, event: m.Event, received_at: float) -> float:
+        activities.apply_pass(
+            PassInput(
+                "w",
+                pass_no,
+                now,
+                [PendingMessage(event.to_envelope(f"e{pass_no}"), received_at)],
+                [now],
+                30.0,
+                60.0,
+            ),
+            request_batches_payload([[]]),
+        )
+        result = activities.apply_pass(
+            PassInput("w", pass_no + 1, now, [], [now], 30.0, 60.0),
+            request_batches_payload([[m.GetWorker("a1").to_envelope(f"get{pass_no}")]]),
+        )
+        return float(json.loads(result.responses[0])[0]["result"]["last_heartbeat_at"])
+
+    assert last_heartbeat(1, 1000.0, m.RegisterWorker("a1"), 1000.0) == 1000.0
+    merged = m.Heartbeat("a1", count=5, arrived_last=1049.0)
+    assert last_heartbeat(3, 1050.0, merged, 1010.0) == 1049.0
+    forged_ahead = m.Heartbeat("a1", arrived_last=1e12)
+    assert last_heartbeat(5, 1060.0, forged_ahead, 1055.0) == 1060.0
+    forged_behind = m.Heartbeat("a1", arrived_last=0.0)
+    assert last_heartbeat(7, 1070.0, forged_behind, 1065.0) == 1065.0
