@@ -15,34 +15,16 @@ of one worker but adds their counts, so nothing may be missing). The stack is pr
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-from streamctl.bench.stack import bench_stack
-from streamctl.catalog.scratch import scratch_database
+from streamctl.bench.stack import bench_catalog, bench_stack
 from streamctl.client.client import CoordinatorClient
 from streamctl.client.errors import OutboxFull
 from streamctl.worker.coordinator import ensure_coordinator
 from streamctl.workflows import messages as m
 from streamctl.workflows.coordinator import CoordinatorConfig
-
-
-@contextlib.contextmanager
-def _catalog(catalog: str | None) -> Iterator[str]:
-    if catalog is not None and catalog.startswith(("postgres://", "postgresql")):
-        with scratch_database(catalog, prefix="streamctl_bench") as url:
-            yield url
-        return
-    if catalog is not None:
-        yield catalog
-        return
-    with tempfile.TemporaryDirectory(prefix="streamctl-bench-catalog-") as directory:
-        yield f"sqlite:///{Path(directory) / 'catalog.db'}"
 
 
 async def _run(workers: int, seconds: float, catalog_url: str) -> dict[str, Any]:
@@ -109,5 +91,5 @@ async def _run(workers: int, seconds: float, catalog_url: str) -> dict[str, Any]
 
 
 def run_events_bench(workers: int, seconds: float, catalog: str | None) -> dict[str, Any]:
-    with _catalog(catalog) as catalog_url:
+    with bench_catalog(catalog) as catalog_url:
         return asyncio.run(_run(workers, seconds, catalog_url))

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 from temporalio.client import Client
 
+from streamctl.catalog.scratch import scratch_database
 from streamctl.worker.supervisor import Supervisor
 from streamctl.worker.temporal_server import free_port
 from streamctl.workflows.coordinator import CoordinatorConfig
@@ -66,3 +67,19 @@ async def bench_stack(
     ) as supervisor:
         assert supervisor.client is not None
         yield supervisor.address, supervisor.client
+
+
+@contextlib.contextmanager
+def bench_catalog(catalog: str | None) -> Iterator[str]:
+    """A catalog URL for one run: a scratch database on the PostgreSQL server ``catalog``
+    names (dropped afterwards), ``catalog`` itself if it is another URL, else a SQLite file
+    in a temporary directory."""
+    if catalog is not None and catalog.startswith(("postgres://", "postgresql")):
+        with scratch_database(catalog, prefix="streamctl_bench") as url:
+            yield url
+        return
+    if catalog is not None:
+        yield catalog
+        return
+    with tempfile.TemporaryDirectory(prefix="streamctl-bench-catalog-") as directory:
+        yield f"sqlite:///{Path(directory) / 'catalog.db'}"

@@ -72,6 +72,18 @@ def _address(address: str | None, state_dir: Path | None = None) -> str:
     return config.temporal_address()
 
 
+DRIVER_MEMORY_HELP = "Heap of the agent's Spark driver JVM (spark.driver.memory), e.g. 2g"
+
+
+def _memory_size(value: str | None) -> str | None:
+    from streamctl.worker.spark_session import check_memory_size
+
+    try:
+        return None if value is None else check_memory_size(value)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+
+
 @app.command()
 def up(
     detach: bool = typer.Option(
@@ -94,6 +106,9 @@ def up(
         "--file-root",
         help="A directory file sources and sinks (inline or catalog) may use, besides "
         "<state dir>/files (repeatable).",
+    ),
+    driver_memory: str | None = typer.Option(
+        None, callback=_memory_size, help=DRIVER_MEMORY_HELP + " (every agent)."
     ),
 ) -> None:
     """Start the embedded stack: Temporal dev server, coordinator worker and workflow, agents."""
@@ -123,6 +138,7 @@ def up(
             "--batch-size", str(batch_size), "--timeout", str(timeout),
             "--coordinators", str(coordinators), "--agents", str(agents),
             *(argument for root in file_roots for argument in ("--file-root", str(root))),
+            *(["--driver-memory", driver_memory] if driver_memory is not None else []),
         ]  # fmt: skip
         log = open(directory / "supervisor.log", "ab")  # noqa: SIM115
         process = subprocess.Popen(  # the catalog URL may hold a password: not in argv
@@ -158,6 +174,7 @@ def up(
         coordinators,
         agents,
         file_roots=file_roots,
+        agent_driver_memory=driver_memory,
     )
     asyncio.run(
         run_foreground(
@@ -577,6 +594,9 @@ def agent(
     address: str | None = typer.Option(None, help="Temporal address."),
     workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID, help="Coordinator workflow id."),
     metrics_port: int | None = typer.Option(None, min=0, help=METRICS_PORT_HELP),
+    driver_memory: str | None = typer.Option(
+        None, callback=_memory_size, help=DRIVER_MEMORY_HELP + " (default Spark's, 1g)."
+    ),
 ) -> None:
     """Run a Spark agent: one SparkSession, a Temporal worker on task queue agent.<name>."""
     import logging
@@ -584,6 +604,7 @@ def agent(
     from streamctl.catalog.schema import InvalidName, check_identifier
     from streamctl.worker.agent import run_agent
     from streamctl.worker.spark_session import JavaMissing, require_java
+    from streamctl.worker.spark_watchdog import SparkBroken
 
     try:
         check_identifier(name, "agent name")
@@ -599,7 +620,7 @@ def agent(
     except JavaMissing as error:
         console.print(f"[red]{error}")
         raise typer.Exit(EXIT_USAGE) from None
-    with contextlib.suppress(KeyboardInterrupt):
+    try:
         asyncio.run(
             run_agent(
                 _address(address),
@@ -611,8 +632,14 @@ def agent(
                 work_dir=state / "agents",
                 workflow_id=workflow_id,
                 metrics_address=_metrics_address(metrics_port),
+                driver_memory=driver_memory,
             )
         )
+    except KeyboardInterrupt:
+        pass
+    except SparkBroken as error:  # it unregistered; a supervisor may start it again
+        console.print(f"[red]{error}")
+        raise typer.Exit(1) from None
 
 
 @app.command()
@@ -721,6 +748,29 @@ def bench_deploy(
 
     result = run_deploy_bench(rounds, master)
     print(json.dumps(result) if as_json else json.dumps(result, indent=2))
+
+
+@bench_app.command("adversarial")
+def bench_adversarial(
+    as_json: bool = typer.Option(False, "--json"),
+    cases: int = typer.Option(1000, "--cases", min=1, help="Hostile messages per catalog."),
+    seed: int = typer.Option(0, help="Seed of the case generator (the same seed, the same cases)."),
+    catalog: list[str] = typer.Option(
+        ["sqlite", "postgresql://postgres@127.0.0.1:5432/postgres"],
+        help="Catalogs to run on: 'sqlite' (a temporary file) or a PostgreSQL server URL "
+        "(a scratch database on it). Repeat for several.",
+    ),
+) -> None:
+    """Hostile messages through the client, the gateway, raw updates and raw signals; a canary
+    request after each. Exit 1 if the coordinator wedged or a workflow task failed."""
+    from streamctl.bench.adversarial import run_adversarial_bench
+
+    result = run_adversarial_bench(
+        cases, seed, [None if name == "sqlite" else name for name in catalog]
+    )
+    print(json.dumps(result) if as_json else json.dumps(result, indent=2))
+    if not result["ok"]:
+        raise typer.Exit(1)
 
 
 @bench_app.command("soak")
