@@ -215,3 +215,38 @@ def test_a_heartbeat_counts_from_its_newest_arrival_bounded_by_the_pass(sqlite_u
     assert last_heartbeat(5, 1060.0, forged_ahead, 1055.0) == 1060.0
     forged_behind = m.Heartbeat("a1", arrived_last=0.0)
     assert last_heartbeat(7, 1070.0, forged_behind, 1065.0) == 1065.0
+
+
+def test_a_stalled_coordinator_does_not_count_its_stall_against_agents(sqlite_url):
+    """A liveness timer seen late (the Temporal server or every coordinator worker was down)
+    credits the stall: an agent whose heartbeats could not reach the coordinator meanwhile is
+    not declared DEAD when it resumes; an agent that really stopped still is, once its silence
+    outside the stall passes ``dead_after``. On f29f918 both were DEAD at once."""
+    activities = CatalogActivities(sqlite_url)
+    passes = iter(range(1, 100))
+
+    def run(now: float, *events: m.Event) -> dict[str, str]:
+        pass_no = next(passes)
+        pending = [  # arrived before the listing, which then shows what they did
+            PendingMessage(event.to_envelope(f"~e{pass_no}-{i}"), now - 0.5)
+            for i, event in enumerate(events)
+        ]
+        result = activities.apply_pass(
+            PassInput("w", pass_no, now, pending, [now], 10.0, 30.0),
+            request_batches_payload([[m.ListWorkers().to_envelope(f"list{pass_no}")]]),
+        )
+        workers = json.loads(result.responses[0])[0]["result"]
+        return {w["name"]: w["state"] for w in workers}
+
+    run(1000.0, m.RegisterWorker("beating"), m.RegisterWorker("silent"))
+    run(1008.0, m.Heartbeat("beating"))
+    # "silent" says nothing after 1000. The coordinator stalls from about 1015 to 1100: its
+    # liveness timer, due at 1018, is seen 82 s late, before any heartbeat sent meanwhile.
+    states = run(1100.0, m.CheckLiveness(late_by=82.0))
+    assert states == {"beating": "ALIVE", "silent": "ALIVE"}
+    states = run(1103.0, m.Heartbeat("beating"))  # the delayed heartbeat arrives
+    assert states["beating"] == "ALIVE"
+    states = run(1110.0, m.Heartbeat("beating"), m.CheckLiveness())
+    assert states == {"beating": "ALIVE", "silent": "SUSPECT"}
+    states = run(1130.0, m.Heartbeat("beating"), m.CheckLiveness())
+    assert states == {"beating": "ALIVE", "silent": "DEAD"}

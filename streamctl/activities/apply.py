@@ -176,8 +176,25 @@ def _newest_arrival(ctx: PassContext, event: m.Heartbeat, received_at: float) ->
     return min(max(received_at, newest), ctx.view.now)
 
 
-def check_liveness(ctx: PassContext, _event: m.CheckLiveness, _received_at: float) -> None:
+STALL_TOLERANCE = 1.0
+"""A liveness timer seen this late (seconds) means the coordinator itself stalled."""
+
+
+def check_liveness(ctx: PassContext, event: m.CheckLiveness, _received_at: float) -> None:
+    stalled = event.late_by if event.late_by > STALL_TOLERANCE else 0.0
     for row in ctx.view.live_workers():
+        if stalled:
+            # The coordinator could not hear anyone while it stalled (its workers or the
+            # Temporal server were down, and the agents' heartbeats are still on their way):
+            # that time does not count against the agent, whose liveness clock moves on by it,
+            # and by at least enough for the heartbeats sent meanwhile to arrive (half a
+            # suspect interval). An agent that died is found that much later, never sooner.
+            credited = max(
+                row.last_heartbeat_at + stalled,
+                ctx.view.now - ctx.liveness.suspect_after / 2,
+            )
+            row.last_heartbeat_at = min(ctx.view.now, credited)
+            ctx.stamp(row)
         age = ctx.view.now - row.last_heartbeat_at
         trigger = ctx.liveness.trigger_for_age(age)
         if trigger is None or not can_transition(AgentState(row.state), trigger):

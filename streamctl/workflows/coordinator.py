@@ -632,12 +632,16 @@ class CoordinatorWorkflow:
 
     def _check_liveness_deadline(self) -> None:
         deadline = self.state.next_liveness_deadline
-        if deadline is not None and workflow.now().timestamp() >= deadline:
+        now = workflow.now().timestamp()
+        if deadline is not None and now >= deadline:
             self.state.next_liveness_deadline = None  # the pass answers the next one
-            self._enqueue_liveness_check()
+            self._enqueue_liveness_check(late_by=now - deadline)
 
-    def _enqueue_liveness_check(self) -> None:
-        envelope = CheckLiveness().to_envelope(f"~liveness-{self.state.pass_no}")
+    def _enqueue_liveness_check(self, late_by: float = 0.0) -> None:
+        # late_by only rides in the body: replaying an older history runs the same commands.
+        envelope = CheckLiveness(late_by=round(late_by, 3)).to_envelope(
+            f"~liveness-{self.state.pass_no}"
+        )
         self.state.pending.append(
             PendingMessage(envelope, workflow.now().timestamp(), _size(envelope))
         )

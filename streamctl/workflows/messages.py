@@ -188,10 +188,15 @@ class Heartbeat(Event):
 
 @dataclass(frozen=True)
 class CheckLiveness(Event):
-    """Internal: sent by the workflow's liveness timer so heartbeat ages are re-evaluated."""
+    """Internal: sent by the workflow's liveness timer so heartbeat ages are re-evaluated.
+
+    ``late_by`` is how long after its deadline the timer was seen: time the coordinator itself
+    was not running (its workers or the Temporal server were down), during which it could not
+    hear any heartbeat, so that time does not count against the agents."""
 
     kind: ClassVar[str] = "CheckLiveness"
     stage: ClassVar[int] = 1
+    late_by: float = 0.0
 
 
 @dataclass(frozen=True)
