@@ -458,7 +458,7 @@ async def test_openapi_document_covers_every_route(gateway: Gateway) -> None:
 
     routes = list(all_routes(create_app(GatewaySettings("unused", token="t")).routes))
     api_routes = [r for r in routes if isinstance(r, APIRoute)]
-    assert len(api_routes) == 25  # 24 under /v1 and /healthz
+    assert len(api_routes) == 26  # 25 under /v1 and /healthz
     documented = {(p, m) for p, item in document["paths"].items() for m in item}
     assert documented == {(r.path, m.lower()) for r in api_routes for m in r.methods or ()}
     for route in api_routes:

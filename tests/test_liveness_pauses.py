@@ -26,6 +26,7 @@ from typing import Any
 from conftest import RunningCoordinator, wait_until
 from temporalio import activity
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import (
     ActivityInboundInterceptor,
     ExecuteActivityInput,
@@ -37,7 +38,12 @@ from streamctl.client.client import CoordinatorClient
 from streamctl.worker.coordinator import build_worker, ensure_coordinator
 from streamctl.workflows import messages as m
 from streamctl.workflows.coordinator import CoordinatorConfig, CoordinatorWorkflow
-from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_payload
+from streamctl.workflows.passes import (
+    CATALOG_UNAVAILABLE,
+    PassInput,
+    PendingMessage,
+    request_batches_payload,
+)
 
 
 class CatalogOutage(Interceptor):
@@ -52,7 +58,10 @@ class CatalogOutage(Interceptor):
         class _Failing(ActivityInboundInterceptor):
             async def execute_activity(self, input: ExecuteActivityInput) -> Any:
                 if outage.down and activity.info().activity_type == "apply_pass":
-                    raise RuntimeError("the catalog is unreachable (injected outage)")
+                    # What the pass raises when its database cannot be reached.
+                    raise ApplicationError(
+                        "the catalog is unreachable (injected outage)", type=CATALOG_UNAVAILABLE
+                    )
                 return await super().execute_activity(input)
 
         return _Failing(next)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from streamctl.activities import explain, history, inline, reoptimize, statements
+from streamctl.activities import explain, history, inline, quarantine, reoptimize, statements
 from streamctl.activities import queries as queries_stage
 from streamctl.activities.context import PassContext, RequestFailed
 from streamctl.activities.paths import confine_sink_options, confine_source_options
@@ -483,6 +483,7 @@ REQUEST_HANDLERS: dict[str, RequestHandler] = {
     m.GetExplanation.kind: explain.get_explanation,
     m.Reoptimize.kind: reoptimize.reoptimize,
     m.ListChanges.kind: history.list_changes,
+    m.ListQuarantined.kind: quarantine.list_quarantined,
     m.ExecuteStatement.kind: lambda ctx, request: statements.execute_statement(
         ctx, request, REQUEST_HANDLERS, declare_worker, drop_worker
     ),

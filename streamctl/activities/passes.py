@@ -34,6 +34,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 from temporalio import activity
 from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
 
 from streamctl.activities import apply
 from streamctl.activities import queries as queries_stage
@@ -63,7 +64,14 @@ from streamctl.limits import (
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import action_from_json
 from streamctl.workflows.messages import Envelope, ErrorCode, Response
-from streamctl.workflows.passes import CatalogPosition, PassInput, PassResult, PassTally
+from streamctl.workflows.passes import (
+    CATALOG_UNAVAILABLE,
+    CatalogPosition,
+    PassInput,
+    PassResult,
+    PassTally,
+    QuarantineInput,
+)
 
 log = logging.getLogger(__name__)
 
@@ -113,16 +121,78 @@ class CatalogActivities:
     @activity.defn(name="apply_pass")
     def apply_pass(self, pass_input: PassInput, requests: RawValue) -> PassResult:
         batches = _request_batches(requests, pass_input.request_batch_arrivals)
-        engine = catalog_engine(self.catalog_url)
         try:
-            return self._transaction(engine, pass_input, batches, isolate=False)
-        except _Isolate as why:
-            log.warning(
-                "pass %d: %s; applying its messages again, one savepoint each",
-                pass_input.pass_no,
-                why,
+            engine = catalog_engine(self.catalog_url)
+            try:
+                return self._transaction(engine, pass_input, batches, isolate=False)
+            except _Isolate as why:
+                log.warning(
+                    "pass %d: %s; applying its messages again, one savepoint each",
+                    pass_input.pass_no,
+                    why,
+                )
+            return self._transaction(engine, pass_input, batches, isolate=True)
+        except Exception as error:
+            if _is_transient(error):
+                # Not a message's fault: the workflow tries this pass again rather than
+                # splitting it to find a message that fails it.
+                raise ApplicationError(
+                    f"the catalog cannot be reached: {type(error).__name__}: {error}",
+                    type=CATALOG_UNAVAILABLE,
+                ) from error
+            raise
+
+    @activity.defn(name="quarantine_message")
+    def quarantine_message(self, item: QuarantineInput) -> None:
+        """Keep a message that failed its pass on its own, and store a request's answer so a
+        retry of its id gets that answer instead of failing another pass (idempotent)."""
+        engine = catalog_engine(self.catalog_url)
+        with Session(engine) as session, session.begin():
+            known = session.scalar(
+                select(QuarantinedMessage.id).where(QuarantinedMessage.reference == item.reference)
             )
-        return self._transaction(engine, pass_input, batches, isolate=True)
+            if known is not None:
+                return
+            version = session.scalar(select(func.max(SnapshotVersion.version))) or 0
+            now = time.time()
+            bulk_insert(
+                session,
+                table_of(QuarantinedMessage),
+                [
+                    {
+                        "message_id": _storable(item.message_id, MAX_ID_LENGTH),
+                        "kind": _storable(item.kind, 64),
+                        "version": version,
+                        "reference": _storable(item.reference, 64),
+                        "error": _storable(item.error, 4096),
+                        "body": _storable(item.body, 64 * 1024),
+                        "created_at": now,
+                    }
+                ],
+            )
+            answer = item.answer
+            if answer is None or _id_problem(answer.id) is not None:
+                return
+            if session.get(StoredResponse, answer.id) is not None:
+                return
+            bulk_insert(
+                session,
+                table_of(StoredResponse),
+                [
+                    {
+                        "request_id": answer.id,
+                        "version": version,
+                        "seq": 0,
+                        "kind": _storable(item.kind, 64),
+                        "request": {"unstorable": _storable(item.body, 4096)},
+                        "ok": False,
+                        "result": None,
+                        "error_code": answer.error_code,
+                        "error_message": answer.error_message,
+                        "created_at": now,
+                    }
+                ],
+            )
 
     def _transaction(
         self, engine: Engine, pass_input: PassInput, batches: list[list[_Request]], isolate: bool

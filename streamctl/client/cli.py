@@ -449,6 +449,31 @@ def history(
     console.print(rows_table("changes", changes, columns, whole=("reason",)))
 
 
+@app.command()
+def quarantine(
+    limit: int = typer.Option(50, min=1, max=1000, help="The newest N messages."),
+    as_json: bool = typer.Option(False, "--json"),
+    address: str | None = typer.Option(None, help="Temporal address."),
+    state_dir: Path | None = typer.Option(None),
+    workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID),
+) -> None:
+    """Messages the coordinator set aside because applying them failed, with the reference
+    their error answer and the coordinator's log carry."""
+    from streamctl.client.render import rows_table
+    from streamctl.workflows import messages as m
+
+    target = _address(address, state_dir)
+    _reachable(target, workflow_id, as_json)
+    code, kept = ask(target, workflow_id, m.ListQuarantined(limit=limit), as_json, console)
+    if code != EXIT_OK:
+        raise typer.Exit(code)
+    if as_json:
+        print(json.dumps(kept))
+        return
+    columns = ("reference", "kind", "message_id", "error")
+    console.print(rows_table("quarantined messages", kept, columns, whole=("error",)))
+
+
 def _schedule_call(
     address: str | None, state_dir: Path | None, call: Any, name: str = "reoptimize"
 ) -> Any:

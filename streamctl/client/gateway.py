@@ -289,6 +289,16 @@ class Change(_Result):
     message_id: str
 
 
+class QuarantinedMessage(_Result):
+    reference: str = Field(description="Named by the message's error answer and the log.")
+    message_id: str
+    kind: str
+    version: int = Field(description="The snapshot version when it was set aside.")
+    error: str
+    body: str = Field(description="The message as it was kept (cut to 2,000 characters).")
+    created_at: float
+
+
 class Decision(_Result):
     query: int
     reason: str
@@ -717,6 +727,20 @@ def _v1_router(documented_auth: bool) -> APIRouter:
     ) -> Any:
         """The changelog: what changed and why, oldest of the newest ``limit`` first."""
         return await client.ask(m.ListChanges(entity, key, limit))
+
+    @router.get(
+        "/quarantine",
+        response_model=list[QuarantinedMessage],
+        responses=_problems(),
+        tags=["operations"],
+    )
+    async def list_quarantined(
+        client: Client,
+        limit: Annotated[int, Query(ge=1, le=1000, description="The newest N.")] = 100,
+    ) -> Any:
+        """Messages the coordinator set aside because applying them failed, oldest of the
+        newest ``limit`` first."""
+        return await client.ask(m.ListQuarantined(limit))
 
     return router
 

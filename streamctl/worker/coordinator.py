@@ -68,7 +68,12 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=[CoordinatorWorkflow, ReoptimizationWorkflow],
-        activities=[activities.apply_pass, activities.catalog_position, request_reoptimize],
+        activities=[
+            activities.apply_pass,
+            activities.catalog_position,
+            activities.quarantine_message,
+            request_reoptimize,
+        ],
         activity_executor=executor,
         # One more than the pool: ``request_reoptimize`` waits for a pass, so it must never
         # hold the slot that pass needs.

@@ -69,6 +69,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.api.common.v1 import Payload
     from temporalio.common import RawValue
 
+    from streamctl.compact_json import dumps, loads
     from streamctl.limits import MAX_REQUEST_BYTES
     from streamctl.workflows.actions import (
         AgentAction,
@@ -79,18 +80,22 @@ with workflow.unsafe.imports_passed_through():
     from streamctl.workflows.messages import (
         CheckLiveness,
         Envelope,
+        ErrorCode,
         Event,
         QueryStatusChanged,
+        Response,
         SparkPlanExplained,
         compaction_key,
         merge_events,
     )
     from streamctl.workflows.passes import (
+        CATALOG_UNAVAILABLE,
         JSON_ENCODING,
         CatalogPosition,
         PassInput,
         PassResult,
         PendingMessage,
+        QuarantineInput,
         join_request_batches,
         json_payload,
     )
@@ -103,6 +108,11 @@ with workflow.unsafe.imports_passed_through():
         waiting_details,
     )
     from streamctl.workflows.wire import decode_event_batch, request_batch_problem
+
+PASS_ISOLATION_PATCH = "pass-isolation"
+"""Passes end after :data:`PASS_ATTEMPTS` and a failed one is split (older runs retried
+forever): the ``workflow.patched`` id that keeps older histories replaying as they ran."""
+PASS_ATTEMPTS = 4
 
 MIN_TIMER_WAIT = 0.02
 """Shorter batching waits run the pass at once: a workflow timer fired 100-200 ms late on the dev
@@ -195,7 +205,7 @@ class CoordinatorStatus:
     config: CoordinatorConfig
 
 
-@dataclass
+@dataclass(eq=False)
 class _RequestBatch:
     """One ``submit`` update's requests, raw, until a pass answers them."""
 
@@ -203,6 +213,74 @@ class _RequestBatch:
     payload: Payload
     received_at: float
     answer: str | None = None
+    whole: _RequestBatch | None = None
+    """The batch this one is a part of, when a failing pass was split inside a batch."""
+    parts: list[_RequestBatch] = field(default_factory=list)
+    part_answers: dict[int, str] = field(default_factory=dict)
+
+    def split(self) -> tuple[_RequestBatch, _RequestBatch]:
+        """Two parts of this batch (it must hold two requests or more)."""
+        envelopes = loads(self.payload.data)
+        middle = len(self.ids) // 2
+        self.parts = [
+            _RequestBatch(
+                ids,
+                Payload(metadata={"encoding": JSON_ENCODING}, data=dumps(part).encode()),
+                self.received_at,
+                whole=self,
+            )
+            for ids, part in (
+                (self.ids[:middle], envelopes[:middle]),
+                (self.ids[middle:], envelopes[middle:]),
+            )
+        ]
+        return self.parts[0], self.parts[1]
+
+    def part_answered(self, part: _RequestBatch, answer: str) -> _RequestBatch | None:
+        """Record a part's answer; the outermost batch once all of its parts are answered."""
+        index = next(i for i, candidate in enumerate(self.parts) if candidate is part)
+        self.part_answers[index] = answer
+        if len(self.part_answers) < len(self.parts):
+            return None
+        combined = dumps(
+            [item for i in range(len(self.parts)) for item in loads(self.part_answers[i])]
+        )
+        if self.whole is not None:
+            return self.whole.part_answered(self, combined)
+        self.answer = combined
+        return self
+
+
+def _halves(
+    request_batches: list[_RequestBatch], events: list[PendingMessage]
+) -> list[tuple[list[_RequestBatch], list[PendingMessage]]]:
+    """The messages of a failed pass in two non-empty halves; none for a single message."""
+    middle = len(events) // 2
+    if len(request_batches) >= 2:
+        cut = len(request_batches) // 2
+        return [
+            (request_batches[:cut], events[:middle]),
+            (request_batches[cut:], events[middle:]),
+        ]
+    if len(request_batches) == 1 and len(request_batches[0].ids) >= 2:
+        left, right = request_batches[0].split()
+        return [([left], events[:middle]), ([right], events[middle:])]
+    if request_batches and events:
+        return [(request_batches, []), ([], events)]
+    if len(events) >= 2:
+        return [([], events[:middle]), ([], events[middle:])]
+    return []
+
+
+def _only_envelope(batch: _RequestBatch) -> tuple[Any, Any]:
+    """The kind and body of a one-request batch's envelope, as far as it has them."""
+    try:
+        [envelope] = loads(batch.payload.data)
+    except Exception:
+        return "", batch.payload.data[:1000]
+    if not isinstance(envelope, dict):
+        return "", envelope
+    return envelope.get("kind", ""), envelope.get("body")
 
 
 def _size(envelope: Envelope) -> int:
@@ -425,44 +503,147 @@ class CoordinatorWorkflow:
         events = self.state.pending[: config.batch_size]
         del self.state.pending[: len(events)]
         self._reindex()
+        await self._apply(request_batches, events)
 
-        started = workflow.now()
+    async def _apply(
+        self, request_batches: list[_RequestBatch], events: list[PendingMessage]
+    ) -> None:
+        """One pass over these messages. A pass that fails for good (every attempt timed out,
+        crashed its process, or failed some other way that the pass's own savepoints could
+        not contain) is split in two and each half runs as a pass of its own, down to the
+        one message that fails, which is answered with an error and kept aside
+        (:meth:`_set_aside`). A catalog that cannot be reached is not a message's fault: that
+        pass is tried again, however long the outage lasts."""
+        config = self.state.config
+        requests = sum(len(batch.ids) for batch in request_batches)
+        isolating = workflow.patched(PASS_ISOLATION_PATCH)
         self.state.pass_no += 1
-        result = await workflow.execute_activity(
-            "apply_pass",
-            args=[
-                PassInput(
-                    workflow_id=workflow.info().workflow_id,
-                    pass_no=self.state.pass_no,
-                    now=started.timestamp(),
-                    events=events,
-                    request_batch_arrivals=[batch.received_at for batch in request_batches],
-                    suspect_after=config.suspect_after,
-                    dead_after=config.dead_after,
-                    max_restarts=config.max_restarts,
-                    restart_delay=config.restart_delay,
-                    restart_max_delay=config.restart_max_delay,
-                ),
-                join_request_batches([batch.payload for batch in request_batches]),
-            ],
-            result_type=PassResult,
-            start_to_close_timeout=timedelta(seconds=config.pass_timeout),
-            retry_policy=RetryPolicy(
-                initial_interval=timedelta(milliseconds=200),
-                maximum_interval=timedelta(seconds=5),
-            ),
-            summary=pass_summary(self.state.pass_no, requests, len(events)),
-        )
+        while True:
+            started = workflow.now()
+            try:
+                result = await workflow.execute_activity(
+                    "apply_pass",
+                    args=[
+                        PassInput(
+                            workflow_id=workflow.info().workflow_id,
+                            pass_no=self.state.pass_no,
+                            now=started.timestamp(),
+                            events=events,
+                            request_batch_arrivals=[b.received_at for b in request_batches],
+                            suspect_after=config.suspect_after,
+                            dead_after=config.dead_after,
+                            max_restarts=config.max_restarts,
+                            restart_delay=config.restart_delay,
+                            restart_max_delay=config.restart_max_delay,
+                        ),
+                        join_request_batches([batch.payload for batch in request_batches]),
+                    ],
+                    result_type=PassResult,
+                    start_to_close_timeout=timedelta(seconds=config.pass_timeout),
+                    retry_policy=RetryPolicy(
+                        initial_interval=timedelta(milliseconds=200),
+                        maximum_interval=timedelta(seconds=5),
+                        maximum_attempts=PASS_ATTEMPTS if isolating else 0,
+                    ),
+                    summary=pass_summary(self.state.pass_no, requests, len(events)),
+                )
+                break
+            except ActivityError as error:
+                if not isolating:
+                    raise
+                cause = error.cause
+                if isinstance(cause, ApplicationError) and cause.type == CATALOG_UNAVAILABLE:
+                    workflow.logger.warning("pass %d: %s; again", self.state.pass_no, cause)
+                    continue
+                await self._split_failed_pass(request_batches, events, error)
+                return
         self.passes_this_run += 1
         self.state.version = max(self.state.version, result.version)
         self.state.last_pass_ms = (workflow.now() - started).total_seconds() * 1000
         self.state.next_liveness_deadline = result.next_liveness_deadline
         for batch, answer in zip(request_batches, result.responses, strict=True):
-            batch.answer = answer
-            self.pending_requests -= len(batch.ids)
+            self._answer(batch, answer)
         for action in result.actions:
             self._start_action(action)
         self._show_pass(result, requests, len(events))
+
+    def _answer(self, batch: _RequestBatch, answer: str) -> None:
+        if batch.whole is None:
+            batch.answer = answer
+            self.pending_requests -= len(batch.ids)
+            return
+        # A part of a batch split to find a failing request: the whole answers once all do.
+        whole = batch.whole.part_answered(batch, answer)
+        if whole is not None:
+            self.pending_requests -= len(whole.ids)
+
+    async def _split_failed_pass(
+        self,
+        request_batches: list[_RequestBatch],
+        events: list[PendingMessage],
+        error: ActivityError,
+    ) -> None:
+        cause = error.cause
+        reason = f"{type(cause).__name__}: {cause}" if cause is not None else str(error)
+        halves = _halves(request_batches, events)
+        workflow.logger.error(
+            "pass %d failed for good (%s); %s",
+            self.state.pass_no,
+            reason[:500],
+            "splitting it" if halves else "setting its message aside",
+        )
+        if halves:
+            for part_batches, part_events in halves:
+                await self._apply(part_batches, part_events)
+        else:
+            await self._set_aside(request_batches, events, reason)
+
+    async def _set_aside(
+        self, request_batches: list[_RequestBatch], events: list[PendingMessage], reason: str
+    ) -> None:
+        """Answer the one message that fails a pass on its own (a request: ``INTERNAL`` with a
+        reference) or drop it (an event), and keep it in the catalog for inspection."""
+        reference = f"p{self.state.pass_no}-{str(workflow.uuid4())[:8]}"
+        answer: Response | None = None
+        if request_batches:
+            [batch] = request_batches
+            message_id = batch.ids[0]
+            kind, body = _only_envelope(batch)
+            answer = Response(
+                id=message_id,
+                ok=False,
+                error_code=ErrorCode.INTERNAL,
+                error_message=(
+                    "the coordinator could not apply this request: its pass failed every "
+                    f"attempt, even alone; it was kept aside as {reference} "
+                    "(streamctl quarantine)"
+                ),
+                version=self.state.version,
+            )
+            self._answer(batch, dumps([answer]))
+        else:
+            [pending] = events
+            message_id, kind, body = (
+                pending.envelope.id,
+                pending.envelope.kind,
+                pending.envelope.body,
+            )
+        try:
+            await workflow.execute_activity(
+                "quarantine_message",
+                QuarantineInput(
+                    message_id=str(message_id),
+                    kind=str(kind),
+                    body=repr(body)[:65536],
+                    reference=reference,
+                    error=reason[:4096],
+                    answer=answer,
+                ),
+                start_to_close_timeout=timedelta(seconds=self.state.config.pass_timeout),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+            )
+        except ActivityError as failure:
+            workflow.logger.error("could not keep %s aside: %s", reference, failure)
 
     def _show_pass(self, result: PassResult, requests: int, events: int) -> None:
         """Tell the Web UI about the pass (:mod:`streamctl.workflows.web_ui`): current details

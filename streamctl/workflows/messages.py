@@ -400,6 +400,16 @@ class ListChanges(Request):
 
 
 @dataclass(frozen=True)
+class ListQuarantined(Request):
+    """The messages the coordinator set aside because applying them failed (newest ``limit``,
+    oldest first), each with the reference its error answer and the log carry."""
+
+    kind: ClassVar[str] = "ListQuarantined"
+    stage: ClassVar[int] = 3
+    limit: int = 100
+
+
+@dataclass(frozen=True)
 class ExecuteStatement(Request):
     kind: ClassVar[str] = "ExecuteStatement"
     stage: ClassVar[int] = 3
@@ -465,6 +475,7 @@ REQUEST_TYPES: dict[str, type[Request]] = {
         GetExplanation,
         Reoptimize,
         ListChanges,
+        ListQuarantined,
         ExecuteStatement,
     )
 }

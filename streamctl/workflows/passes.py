@@ -28,7 +28,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 
 from streamctl.workflows.actions import AgentAction
-from streamctl.workflows.messages import Envelope
+from streamctl.workflows.messages import Envelope, Response
 
 JSON_ENCODING = b"json/plain"
 
@@ -81,6 +81,25 @@ class PassResult:
     queries_by_state: dict[str, int] = field(default_factory=dict)
     """The snapshot's agents by liveness state and queries by current state (a state with none
     is absent), for the coordinator's search attributes and details in the Web UI."""
+
+
+CATALOG_UNAVAILABLE = "CatalogUnavailable"
+"""The error type of a pass that could not reach the catalog: the workflow tries that pass
+again (an outage is no message's fault) instead of splitting it to find a failing message."""
+
+
+@dataclass(frozen=True)
+class QuarantineInput:
+    """A message that failed its pass on its own, for ``quarantine_message``: it is kept for
+    inspection and, for a request, ``answer`` is stored under its id (a retry of the id gets
+    that answer instead of failing another pass)."""
+
+    message_id: str
+    kind: str
+    body: str
+    reference: str
+    error: str
+    answer: Response | None = None
 
 
 @dataclass(frozen=True)

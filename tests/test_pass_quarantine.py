@@ -1,0 +1,112 @@
+"""A message that fails its pass every time, even alone, is found, answered and set aside.
+
+The pass's own savepoints contain what raises inside it; this covers what they cannot: a pass
+that times out, crashes its process or fails before its savepoints (here: an activity
+interceptor that fails every attempt of a pass carrying the poison message). The workflow
+splits the failed pass until the poison message is alone, answers it ``INTERNAL`` with a
+reference, keeps it (``ListQuarantined``), and answers every other message of the pass as if
+nothing happened. On f29f918 such a pass was retried forever and every later request waited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from catalog_tools import failed_workflow_tasks
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    Interceptor,
+)
+
+from streamctl.client.client import CoordinatorClient
+from streamctl.worker.coordinator import build_worker, ensure_coordinator
+from streamctl.workflows import messages as m
+from streamctl.workflows.coordinator import CoordinatorConfig
+
+SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
+
+
+class FailsPassesWithPoison(Interceptor):
+    """Every attempt of a pass whose requests or events mention ``poison`` fails."""
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        class _Failing(ActivityInboundInterceptor):
+            async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+                if activity.info().activity_type == "apply_pass":
+                    pass_input, requests = input.args
+                    carried = requests.payload.data + repr(pass_input.events).encode()
+                    if b"poison" in carried:
+                        raise RuntimeError("this pass always fails (injected)")
+                return await super().execute_activity(input)
+
+        return _Failing(next)
+
+
+@contextlib.asynccontextmanager
+async def poisoned_coordinator(
+    temporal_client: Client, catalog_url: str
+) -> AsyncIterator[tuple[str, Any]]:
+    suffix = uuid.uuid4().hex[:10]
+    task_queue = workflow_id = f"coordinator-{suffix}"
+    executor = ThreadPoolExecutor(max_workers=4)
+    worker = build_worker(
+        temporal_client, catalog_url, executor, task_queue, interceptors=[FailsPassesWithPoison()]
+    )
+    try:
+        async with worker:
+            handle = await ensure_coordinator(
+                temporal_client,
+                workflow_id=workflow_id,
+                task_queue=task_queue,
+                config=CoordinatorConfig(timeout=0.3),  # the requests below share one pass
+            )
+            yield workflow_id, handle
+    finally:
+        executor.shutdown(wait=False, cancel_futures=True)
+
+
+async def test_a_message_that_always_fails_its_pass_is_set_aside(
+    temporal, temporal_client, catalog_url
+):
+    async with poisoned_coordinator(temporal_client, catalog_url) as (workflow_id, handle):
+        client = await CoordinatorClient(
+            temporal.address, workflow_id=workflow_id, request_timeout=120
+        ).connect()
+        try:
+            names = ["a", "b", "poison", "c", "d", "e"]
+            requests = [m.CreateLogicalSource(name, SCHEMA) for name in names]
+            client.send_blocking(m.RegisterWorker("w1"))
+            client.send_blocking(m.RegisterWorker("poison_worker"))
+            answers = await asyncio.gather(
+                *(client.ask_response(r, request_id=f"r-{r.name}") for r in requests)
+            )
+            by_name = dict(zip(names, answers, strict=True))
+            assert all(by_name[n].ok for n in names if n != "poison"), by_name
+            poisoned = by_name["poison"]
+            assert poisoned.error_code == "INTERNAL"
+            assert "kept aside as" in (poisoned.error_message or "")
+            reference = (poisoned.error_message or "").split("kept aside as ")[1].split()[0]
+
+            kept = await client.ask(m.ListQuarantined())
+            references = {item["reference"]: item for item in kept}
+            assert reference in references
+            assert references[reference]["kind"] == "CreateLogicalSource"
+            assert any(item["kind"] == "RegisterWorker" for item in kept), kept
+            # A retry of the same id gets the stored answer: no pass fails for it again.
+            again = await client.ask_response(requests[2], request_id="r-poison")
+            assert again.error_code == "INTERNAL"
+            # The coordinator goes on: other requests, other workers.
+            workers = {w["name"] for w in await client.ask(m.ListWorkers())}
+            assert "w1" in workers and "poison_worker" not in workers
+            assert (await client.ask(m.GetLogicalSource("e")))["name"] == "e"
+            assert await failed_workflow_tasks(handle) == 0
+        finally:
+            await asyncio.to_thread(client.close)
