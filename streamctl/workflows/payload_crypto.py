@@ -212,16 +212,19 @@ def decrypt(payload: Payload, keys: Sequence[bytes]) -> Payload:
             wanted,
         )
     from cryptography.exceptions import InvalidTag
+    from google.protobuf.message import DecodeError
 
     data = payload.data
     try:
         plain = _aesgcm(key).decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], AAD)
-    except InvalidTag:
+        inner = Payload()
+        inner.ParseFromString(plain)
+    except (InvalidTag, ValueError, DecodeError):
+        # ValueError: shorter than a nonce. Every way a payload can be corrupt must end here:
+        # an exception escaping the codec would fail the workflow activation on every retry.
         raise PayloadKeyError(
             f"payload encrypted with key {wanted} does not authenticate (altered or truncated)"
         ) from None
-    inner = Payload()
-    inner.ParseFromString(plain)
     return inner
 
 
