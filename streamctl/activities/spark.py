@@ -22,6 +22,22 @@ Guarantees:
   when bounded input ended, or ``CRASHED`` with Spark's error, also when it ends before its
   start action has recorded it; then the agent forgets the query, so a long-lived agent does
   not keep every query it ever ran (their plans and progress) in the JVM.
+* A query's Spark query never ends unreported: besides the listener, the agent's watchdog
+  (:mod:`streamctl.worker.spark_watchdog`) sweeps the runs every second and reports one that
+  ended without a callback; every ``report_interval`` seconds it reports each run its
+  coordinator started that is still active (``RUNNING`` with its run), so a run the coordinator
+  no longer wants here (a start that landed after its action gave up, a stop that failed) is
+  found and stopped as a stray. (Runs other callers start, tools and tests, are theirs.)
+* When the agent's Spark dies, every run on it is reported ``CRASHED`` after its driver JVM is
+  dead: the one the death is blamed on (:func:`streamctl.lifecycle.spark.suspect`) as an
+  ordinary crash, or ``[CONTAINED]`` at its ``max_strikes``-th strike, the others
+  ``[SPARK_LOST]`` (:mod:`streamctl.lifecycle.queries`: they restart at once, without counting a
+  restart). While Spark is being rebuilt, actions wait for it (bounded) or fail retryably
+  (``SparkUnavailable``); none fails a query for good.
+* Never two runs of one query: a start while a previous run of it is stopping waits for that
+  run to end; a start that completes after its activity attempt gave up (timed out or
+  cancelled) stops what it started and fails, since the coordinator may have placed the query
+  elsewhere meanwhile.
 """
 
 from __future__ import annotations
@@ -30,10 +46,12 @@ import contextlib
 import io
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryListener
@@ -41,12 +59,15 @@ from pyspark.sql.streaming.query import StreamingQuery
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from streamctl.lifecycle.queries import SPARK_CONTAINED, SPARK_LOST
+from streamctl.lifecycle.spark import Containment, RunFacts, SparkPolicy, Strikes, suspect
 from streamctl.planner.connectors.sinks import start_sink
 from streamctl.planner.connectors.sources import is_bounded, read_source
 from streamctl.planner.connectors.specs import ConnectorError, SinkSpec, SourceSpec
 from streamctl.planner.errors import PlannerError
 from streamctl.planner.plan import QueryPlan
 from streamctl.planner.translate import TranslatedQuery, build, spark_conf
+from streamctl.worker.spark_session import is_connect
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import (
     AgentStatus,
@@ -71,8 +92,54 @@ MAX_ENDED_EARLY = 1000
 """Run ids remembered as ended before their start was recorded (a bound: a run id of no query
 of this agent would otherwise stay forever)."""
 
+REPORT_INTERVAL_S = 5.0
+"""How often the agent reports each run it has active (``RUNNING`` with its run number)."""
+
+LATE_MARGIN_S = 2.0
+"""A start attempt counts as given up this long before its start-to-close timeout, so that what
+it started is stopped before the coordinator can act on the timeout."""
+
 EventSink = Callable[[m.Event], None]
 """Where an agent's events go (the client's non-blocking ``try_send`` in the agent process)."""
+
+
+class SparkHandle(Protocol):
+    """The agent's current Spark as its actions see it: the session, which generation of it
+    (one per session the agent built), and whether it is alive
+    (:class:`~streamctl.worker.spark_watchdog.SparkWatchdog`)."""
+
+    @property
+    def session(self) -> Any: ...
+
+    @property
+    def generation(self) -> int: ...
+
+    @property
+    def up(self) -> bool: ...
+
+    def still_up(self, generation: int) -> bool:
+        """Whether the Spark of ``generation`` is the live one (probes it now)."""
+        ...
+
+    def wait_until_up(self, timeout: float, on_wait: Callable[[], None] | None = None) -> bool:
+        """Wait (at most ``timeout`` seconds) while Spark is being rebuilt; whether it is up."""
+        ...
+
+
+class FixedSpark:
+    """One session taken to be alive for good (tests and tools running queries without an
+    agent's watchdog)."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.generation = 1
+        self.up = True
+
+    def still_up(self, generation: int) -> bool:
+        return True
+
+    def wait_until_up(self, timeout: float, on_wait: Callable[[], None] | None = None) -> bool:
+        return True
 
 
 @dataclass
@@ -81,6 +148,50 @@ class _Started:
     run: int
     run_id: str  # Spark's run id, kept here so the listener needs no call into Spark
     stopping: bool = False
+    generation: int = 1  # of the agent's Spark it runs on
+    started_at: float = 0.0  # monotonic
+    progressed_at: float | None = None  # its last completed micro-batch (monotonic)
+    busy_since: float | None = None  # in a micro-batch since then, as the last sweep saw it
+    reconciled: bool = False  # started by the coordinator's action: reported periodically
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """The activity attempt an action runs in: its deadline (monotonic) and cancellation."""
+
+    deadline: float | None = None
+    in_activity: bool = False
+    workflow_id: str | None = None  # of the workflow that runs the activity
+
+    @classmethod
+    def current(cls) -> _Attempt:
+        if not activity.in_activity():
+            return cls()
+        info = activity.info()
+        workflow_id = info.workflow_id
+        timeouts = [
+            (start + timeout) - datetime.now(UTC)
+            for start, timeout in (
+                (info.started_time, info.start_to_close_timeout),
+                (info.scheduled_time, info.schedule_to_close_timeout),
+            )
+            if timeout
+        ]
+        if not timeouts:
+            return cls(None, True, workflow_id)
+        left = min(timeouts).total_seconds() - LATE_MARGIN_S
+        return cls(time.monotonic() + left, True, workflow_id)
+
+    def remaining(self) -> float:
+        return float("inf") if self.deadline is None else self.deadline - time.monotonic()
+
+    def gave_up(self) -> bool:
+        """Whether the coordinator no longer waits for this attempt."""
+        return self.remaining() <= 0 or (self.in_activity and activity.is_cancelled())
+
+    def heartbeat(self) -> None:
+        if self.in_activity:
+            activity.heartbeat()
 
 
 class SparkQueries:
@@ -93,20 +204,40 @@ class SparkQueries:
         checkpoint_root: Path,
         work_root: Path,
         emit: EventSink,
+        *,
+        coordinator: str | None = None,
+        spark: SparkHandle | None = None,
+        containment: Containment = Containment(),
+        policy: SparkPolicy = SparkPolicy(),
+        report_interval: float = REPORT_INTERVAL_S,
     ) -> None:
-        self.session = session
+        self._spark: SparkHandle = spark if spark is not None else FixedSpark(session)
+        self._coordinator = coordinator  # its workflow id: whose runs are reconciled
         self.agent = agent
         self.checkpoint_root = Path(checkpoint_root)
         self.work_root = Path(work_root)
         self._emit = emit
+        self._containment = containment
+        self._policy = policy
+        self._report_interval = report_interval
+        self._last_report = time.monotonic()
         self._lock = threading.RLock()  # one start or stop at a time
-        # Guards the two maps below only, never a call into Spark: the listener takes it too.
+        # Guards the maps below and the reports about them, never a call into Spark: the
+        # listener and the watchdog take it too.
         self._registry = threading.Lock()
         self._started: dict[int, _Started] = {}  # runs started here and not yet ended
         self._ended_early: dict[str, str | None] = {}  # run id -> error, ended before recorded
         self._active: set[int] = set()  # query ids started here and not yet terminated
+        self._starting: int | None = None  # the query whose start is calling into Spark
+        self._verdicts: dict[int, str] = {}  # a lost start's crash report, for its action
+        self._strikes = Strikes(containment.memory)
         self._listener = _Listener(self)
-        session.streams.addListener(self._listener)
+        self.session.streams.addListener(self._listener)
+
+    @property
+    def session(self) -> Any:
+        """The agent's current session (a new one after its Spark was rebuilt)."""
+        return self._spark.session
 
     # --- actions --------------------------------------------------------------------------
 
@@ -123,44 +254,130 @@ class SparkQueries:
         finally:
             self._lock.release()
 
+    def _await_spark(self, attempt: _Attempt, action: str) -> None:
+        """Return once Spark is up; while it is being rebuilt wait (bounded), then refuse
+        retryably: an action must not fail a query for good because Spark is down."""
+        if self._spark.up:
+            return
+        wait = max(0.0, min(self._policy.wait_for_spark, attempt.remaining()))
+        if not self._spark.wait_until_up(wait, attempt.heartbeat):
+            raise self._unavailable(action)
+
+    def _unavailable(self, action: str) -> ApplicationError:
+        return ApplicationError(
+            f"{SPARK_LOST} the Spark of agent {self.agent} is down and being rebuilt; "
+            f"{action} will be retried",
+            type="SparkUnavailable",
+        )
+
     def start(self, assignment: QueryAssignment) -> QueryReport:
-        with self._locked(f"starting query {assignment.query_id}"):
-            current = self._started.get(assignment.query_id)
-            if current is not None and current.query.isActive:
+        query_id = assignment.query_id
+        attempt = _Attempt.current()
+        self._await_spark(attempt, f"starting query {query_id}")
+        with self._locked(f"starting query {query_id}"):
+            current = self._started.get(query_id)
+            if current is not None and current.stopping:
+                self._await_end(current, attempt)  # never two runs of one query
+                current = self._started.get(query_id)
+            if current is not None and self._is_active(current):
                 current.run = max(current.run, assignment.run)
-                return self._report(assignment.query_id, current.run, AgentStatus.RUNNING)
-            translated, sink = self._build(assignment)
-            # Spark Connect analyses the plan when the query starts, so the planner's settings
-            # (C++ integer semantics) must hold then; a classic session analysed it already.
-            settings = (
-                spark_conf(self.session, translated.spark_conf)
-                if _is_connect(self.session)
-                else contextlib.nullcontext()
-            )
-            with settings:
-                spark_query = start_sink(
-                    translated.dataframe,
-                    sink,
-                    query_name=query_name(assignment.query_id),
-                    checkpoint_dir=str(self.checkpoint_dir(assignment.query_id)),
-                    output_mode=translated.output_mode,
-                    available_now=translated.available_now,
+                return self._report(query_id, current.run, AgentStatus.RUNNING)
+            if not self._spark.up:
+                raise self._unavailable(f"starting query {query_id}")
+            generation = self._spark.generation
+            self._starting = query_id
+            try:
+                try:
+                    spark_query = self._start_on_spark(assignment)
+                except Exception:
+                    if self._spark.still_up(generation):
+                        raise
+                    return self._start_lost(assignment)
+                if attempt.gave_up():
+                    # The coordinator stopped waiting and may start the query elsewhere: two
+                    # runs must never write one checkpoint.
+                    _stop_quietly(spark_query)
+                    log.warning(
+                        "query %d (run %d) started after its start action gave up (%s): stopped",
+                        query_id, assignment.run, attempt,
+                    )  # fmt: skip
+                    raise ApplicationError(
+                        f"query {query_id} (run {assignment.run}) started on agent {self.agent} "
+                        "after its start action gave up; stopped it again",
+                        type="StartTooLate",
+                    )
+                started = _Started(
+                    spark_query,
+                    assignment.run,
+                    str(spark_query.runId),
+                    generation=generation,
+                    started_at=time.monotonic(),
+                    reconciled=attempt.workflow_id is not None
+                    and attempt.workflow_id == self._coordinator,
                 )
-            started = _Started(spark_query, assignment.run, str(spark_query.runId))
-            self._record_start(assignment.query_id, started)
-            return self._report(assignment.query_id, assignment.run, AgentStatus.RUNNING)
+                if not self._record_start(query_id, started):
+                    return self._start_lost(assignment)
+                return self._report(query_id, assignment.run, AgentStatus.RUNNING)
+            finally:
+                self._starting = None
+                with self._registry:
+                    self._verdicts.pop(query_id, None)
+
+    def _start_on_spark(self, assignment: QueryAssignment) -> StreamingQuery:
+        translated, sink = self._build(assignment)
+        # Spark Connect analyses the plan when the query starts, so the planner's settings (C++
+        # integer semantics) must hold then; a classic session analysed it already.
+        settings = (
+            spark_conf(self.session, translated.spark_conf)
+            if is_connect(self.session)
+            else contextlib.nullcontext()
+        )
+        with settings:
+            return start_sink(
+                translated.dataframe,
+                sink,
+                query_name=query_name(assignment.query_id),
+                checkpoint_dir=str(self.checkpoint_dir(assignment.query_id)),
+                output_mode=translated.output_mode,
+                available_now=translated.available_now,
+            )
+
+    def _start_lost(self, assignment: QueryAssignment) -> QueryReport:
+        """The answer of a start whose Spark died under it: the crash it is blamed for, or (not
+        to blame) a retryable refusal, so that it starts on the rebuilt Spark."""
+        with self._registry:
+            verdict = self._verdicts.pop(assignment.query_id, None)
+        if verdict is None:
+            raise self._unavailable(f"starting query {assignment.query_id}")
+        return self._report(assignment.query_id, assignment.run, AgentStatus.CRASHED, verdict)
+
+    def _await_end(self, started: _Started, attempt: _Attempt) -> None:
+        """Wait for a run being stopped (by a stop action outside the lock) to end."""
+        timeout = max(1.0, min(self._policy.wait_for_spark, attempt.remaining()))
+        with contextlib.suppress(Exception):  # ended with an error: ended all the same
+            started.query.awaitTermination(int(timeout))
+        if self._is_active(started):
+            raise ApplicationError(
+                f"agent {self.agent} is still stopping run {started.run} of this query; "
+                "the start will be retried",
+                type="AgentBusy",
+            )
 
     def stop(self, assignment: StopAssignment) -> QueryReport:
         with self._locked(f"stopping query {assignment.query_id}"):
             current = self._started.get(assignment.query_id)
-            if current is None or not current.query.isActive:
+            if current is None or not self._is_active(current):
                 return self._report(assignment.query_id, assignment.run, AgentStatus.STOPPED)
             if assignment.run < current.run:
                 # A stop decided before the coordinator started it here again: stale.
                 return self._report(assignment.query_id, current.run, AgentStatus.RUNNING)
             current.stopping = True
-            spark_query = current.query
-        spark_query.stop()  # outside the lock: waits for the running batch's thread
+        try:
+            current.query.stop()  # outside the lock: waits for the running batch's thread
+        except Exception:
+            if self._spark.still_up(current.generation):
+                raise
+            # Its Spark died meanwhile, and the run with it (its JVM is killed).
         self._active.discard(assignment.query_id)
         return self._report(assignment.query_id, assignment.run, AgentStatus.STOPPED)
 
@@ -169,15 +386,17 @@ class SparkQueries:
             return [
                 self._report(query_id, started.run, AgentStatus.RUNNING)
                 for query_id, started in sorted(self._recorded())
-                if started.query.isActive
+                if self._is_active(started)
             ]
 
     def validate(self, assignment: QueryAssignment) -> None:
+        self._await_spark(_Attempt.current(), f"validating query {assignment.query_id}")
         self._build(assignment)
 
     def explain(self, request: ExplainAssignment) -> ExplainReport:
         """Spark's plan for the query, built but never started (or why it cannot be built)."""
         try:
+            self._await_spark(_Attempt.current(), f"explaining {request.explanation_id}")
             translated, _sink = self._build(request.query)
             # The lock: the plan is analysed under the query's session settings, which
             # start also sets while it holds the lock.
@@ -188,7 +407,7 @@ class SparkQueries:
             ):
                 translated.dataframe.explain(mode=EXPLAIN_MODE)
         except ApplicationError as error:
-            if error.type == "AgentBusy":
+            if error.type in ("AgentBusy", "SparkUnavailable"):
                 raise
             return ExplainReport(request.explanation_id, self.agent, None, str(error))
         return ExplainReport(request.explanation_id, self.agent, printed.getvalue().strip())
@@ -201,16 +420,28 @@ class SparkQueries:
 
     def stop_all(self) -> None:
         with self._lock:
-            running = [s for _, s in self._recorded() if s.query.isActive]
+            running = [s for _, s in self._recorded() if _quietly_active(s)]
             for started in running:
                 started.stopping = True
         for started in running:
-            started.query.stop()
+            _stop_quietly(started.query)
+
+    def _is_active(self, started: _Started) -> bool:
+        """Whether the run still runs; a run of a Spark that died does not."""
+        if started.generation != self._spark.generation:
+            return False
+        try:
+            return bool(started.query.isActive)
+        except Exception:
+            if self._spark.still_up(started.generation):
+                raise
+            return False
 
     # --- building -------------------------------------------------------------------------
 
     def _build(self, assignment: QueryAssignment) -> tuple[TranslatedQuery, SinkSpec]:
         """The query's DataFrame and sink; a plan that cannot run raises a non-retryable error."""
+        session = self.session
         try:
             query_plan = QueryPlan.from_json_text(assignment.plan)
             sources = {
@@ -232,14 +463,14 @@ class SparkQueries:
                 specs = sources.get(name.casefold())
                 if not specs:
                     raise ConnectorError(f"logical source {name!r} has no physical source")
-                frames = [read_source(self.session, spec, staging) for spec in specs]
+                frames = [read_source(session, spec, staging) for spec in specs]
                 frame = frames[0]
                 for other in frames[1:]:
                     frame = frame.unionByName(other)
                 return frame
 
             bounded = all(is_bounded(spec) for specs in sources.values() for spec in specs)
-            translated = build(query_plan, self.session, read, bounded=bounded, work_dir=work_dir)
+            translated = build(query_plan, session, read, bounded=bounded, work_dir=work_dir)
             return translated, sink
         except (PlannerError, ConnectorError, ValueError) as error:
             raise ApplicationError(
@@ -274,26 +505,39 @@ class SparkQueries:
                 while len(self._ended_early) > MAX_ENDED_EARLY:
                     del self._ended_early[next(iter(self._ended_early))]
                 return
-            query_id, started = ended
+        query_id, started = ended
+        # An error may be Spark itself going down (a stopped SparkContext fails every run):
+        # then the runs are reported as lost with it, and the death blamed on one of them.
+        if error and not self._spark.still_up(started.generation):
+            return
+        with self._registry:
+            if self._started.get(query_id) is not started:
+                return  # reported by whoever forgot it first
             del self._started[query_id]
-        self._report_end(query_id, started, error)
+            self._report_end(query_id, started, error)
 
     def _recorded(self) -> tuple[tuple[int, _Started], ...]:
         with self._registry:
             return tuple(self._started.items())
 
-    def _record_start(self, query_id: int, started: _Started) -> None:
+    def _record_start(self, query_id: int, started: _Started) -> bool:
+        """Record a started run; False if its Spark was lost meanwhile (nothing recorded)."""
         with self._registry:
+            # Spark turns DOWN before its runs are reported lost under this lock: a run
+            # recorded here is reported then, and one of a lost Spark is never recorded.
+            if not self._spark.up or self._spark.generation != started.generation:
+                return False
             self._started[query_id] = started
             self._active.add(query_id)
-            ended_early = started.run_id in self._ended_early
-            error = self._ended_early.pop(started.run_id, None)
-            if ended_early:
+            if started.run_id in self._ended_early:
+                error = self._ended_early.pop(started.run_id)
                 del self._started[query_id]
-        if ended_early:
-            self._report_end(query_id, started, error)
+                self._report_end(query_id, started, error)
+        return True
 
     def _report_end(self, query_id: int, started: _Started, error: str | None) -> None:
+        """Report a run's end (under the registry lock, so that no periodic ``RUNNING``
+        report of it can follow)."""
         self._active.discard(query_id)
         if error:
             status = AgentStatus.CRASHED
@@ -305,14 +549,123 @@ class SparkQueries:
             m.QueryStatusChanged(query_id, str(status), error, agent=self.agent, run=started.run)
         )
 
-    def on_progress(self, name: str | None, values: dict[str, float]) -> None:
+    def on_progress(self, name: str | None, run_id: str, values: dict[str, float]) -> None:
         query_id = self._query_id_of(name)
-        if query_id is not None:
-            self._emit(m.Statistics(query_id, values))
+        if query_id is None:
+            return
+        started = self._started.get(query_id)
+        if started is not None and started.run_id == run_id:
+            started.progressed_at = time.monotonic()
+        self._emit(m.Statistics(query_id, values))
+
+    # --- the agent's Spark (streamctl.worker.spark_watchdog.SparkUser) ---------------------
+
+    def spark_tick(self) -> None:
+        """Each second while Spark is up: report runs that ended without a callback, note
+        which runs are in a micro-batch (for the blame if Spark dies), and every
+        ``report_interval`` report the active runs."""
+        generation = self._spark.generation
+        now = time.monotonic()
+        for _query_id, started in self._recorded():
+            if started.generation != generation:
+                continue
+            query = started.query
+            if not query.isActive:
+                self.on_terminated(started.run_id, _error_of(query))
+                continue
+            status = query.status
+            if status.get("isTriggerActive") and status.get("isDataAvailable"):
+                # In a micro-batch that began after the last one completed.
+                started.busy_since = started.progressed_at or started.started_at
+            else:
+                started.busy_since = None
+        if now - self._last_report >= self._report_interval:
+            self._last_report = now
+            with self._registry:
+                for query_id, started in self._started.items():
+                    if started.generation == generation and started.reconciled:
+                        self._emit(
+                            m.QueryStatusChanged(
+                                query_id,
+                                str(AgentStatus.RUNNING),
+                                agent=self.agent,
+                                run=started.run,
+                            )
+                        )
+
+    def spark_lost(self, generation: int, reason: str) -> None:
+        """Spark ``generation`` died (its JVM is dead already): report every run on it
+        ``CRASHED``, the death blamed on at most one of them (streamctl.lifecycle.spark)."""
+        now = time.monotonic()
+        starting = self._starting
+        limit = self._containment.max_strikes
+        with self._registry:
+            lost = [(q, s) for q, s in self._started.items() if s.generation <= generation]
+            facts = [RunFacts(q, s.started_at, s.busy_since, s.progressed_at is not None)
+                     for q, s in lost]  # fmt: skip
+            blamed = suspect(starting, facts, now, self._containment.suspect_window)
+            strikes = self._strikes.add(blamed, now) if blamed is not None else 0
+            for query_id, _started in lost:
+                del self._started[query_id]
+                self._active.discard(query_id)
+            for query_id, started in lost:
+                error = (
+                    self._blame(query_id, reason, strikes, limit)
+                    if query_id == blamed
+                    else f"{SPARK_LOST} the Spark of agent {self.agent} went down ({reason}); "
+                    "the query restarts from its checkpoint"
+                )
+                self._emit(
+                    m.QueryStatusChanged(
+                        query_id, str(AgentStatus.CRASHED), error, agent=self.agent, run=started.run
+                    )
+                )
+            if blamed is not None and blamed == starting and all(q != blamed for q, _ in lost):
+                self._verdicts[blamed] = self._blame(blamed, reason, strikes, limit)
+        if blamed is not None:
+            log.warning(
+                "agent %s: Spark died (%s); blamed on query %d (strike %d of %d); %d run(s) lost",
+                self.agent, reason, blamed, strikes, limit, len(lost),
+            )  # fmt: skip
+
+    def _blame(self, query_id: int, reason: str, strikes: int, limit: int) -> str:
+        if strikes >= limit:
+            return (
+                f"{SPARK_CONTAINED} query {query_id} took the Spark of agent {self.agent} down "
+                f"{strikes} times (last: {reason}); it is not restarted, so that it takes no "
+                "other query down with it"
+            )
+        return (
+            f"the Spark of agent {self.agent} went down ({reason}), blamed on this query "
+            f"(strike {strikes} of {limit}; at {limit} it is not restarted)"
+        )
+
+    def spark_recreated(self, session: Any, generation: int) -> None:
+        """A new session (on a new JVM) replaced the lost one: listen to its queries."""
+        self._listener = _Listener(self)  # a listener is bound to the JVM it was added to
+        session.streams.addListener(self._listener)
 
 
-def _is_connect(session: SparkSession) -> bool:
-    return type(session).__module__.startswith("pyspark.sql.connect")
+def _error_of(query: StreamingQuery) -> str | None:
+    try:
+        exception = query.exception()
+    except Exception as error:
+        return str(error) or type(error).__name__
+    return None if exception is None else str(exception)
+
+
+def _quietly_active(started: _Started) -> bool:
+    try:
+        return bool(started.query.isActive)
+    except Exception:
+        return False
+
+
+def _stop_quietly(query: StreamingQuery) -> None:
+    try:
+        query.stop()
+    except Exception:
+        log.exception("could not stop streaming query %s", getattr(query, "name", "?"))
 
 
 class _Listener(StreamingQueryListener):
@@ -335,7 +688,7 @@ class _Listener(StreamingQueryListener):
                 "state_rows": float(sum(op.numRowsTotal for op in progress.stateOperators)),
                 "batch_id": float(progress.batchId),
             }
-            self._queries.on_progress(progress.name, values)
+            self._queries.on_progress(progress.name, str(progress.runId), values)
         except Exception:  # a listener must never break Spark's listener bus
             log.exception("could not report streaming progress")
 
@@ -350,28 +703,30 @@ class _Listener(StreamingQueryListener):
 
 
 class SparkActivities:
-    """The agent's activities (run in threads: every Spark call blocks)."""
+    """The agent's activities (run in threads: every Spark call blocks). They poll their
+    cancellation (``_Attempt``) instead of taking an exception raised into their thread, which
+    could land in the middle of a Py4J call and break its connection."""
 
     def __init__(self, queries: SparkQueries) -> None:
         self.queries = queries
 
-    @activity.defn(name="start_query")
+    @activity.defn(name="start_query", no_thread_cancel_exception=True)
     def start_query(self, assignment: QueryAssignment) -> QueryReport:
         return self.queries.start(assignment)
 
-    @activity.defn(name="stop_query")
+    @activity.defn(name="stop_query", no_thread_cancel_exception=True)
     def stop_query(self, assignment: StopAssignment) -> QueryReport:
         return self.queries.stop(assignment)
 
-    @activity.defn(name="list_queries")
+    @activity.defn(name="list_queries", no_thread_cancel_exception=True)
     def list_queries(self, _agent: str) -> list[QueryReport]:
         return self.queries.list()
 
-    @activity.defn(name="validate_plan")
+    @activity.defn(name="validate_plan", no_thread_cancel_exception=True)
     def validate_plan(self, assignment: QueryAssignment) -> None:
         self.queries.validate(assignment)
 
-    @activity.defn(name="explain_query")
+    @activity.defn(name="explain_query", no_thread_cancel_exception=True)
     def explain_query(self, request: ExplainAssignment) -> ExplainReport:
         return self.queries.explain(request)
 

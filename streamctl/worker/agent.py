@@ -9,7 +9,14 @@ Lifecycle of an agent process:
 3. Send ``RegisterWorker`` (capacity, task queue, host), then a ``Heartbeat`` every
    ``heartbeat_interval`` seconds with its load (active queries) and capacity. Registering
    again after a restart makes the coordinator reconcile what this agent should run.
-4. On a normal stop: stop its queries gracefully and send ``UnregisterWorker``. After
+4. Watch its Spark (:mod:`streamctl.worker.spark_watchdog`): a driver JVM that is gone, a
+   stopped SparkContext or a JVM that does not answer is found within seconds; the agent
+   kills that JVM, reports every query it ran lost (the coordinator restarts them from their
+   checkpoints, here or elsewhere; one query that keeps taking Spark down ends ``FAILED``),
+   heartbeats capacity 0 while it builds a new session on a new JVM, and goes on. If it cannot
+   keep Spark alive it stops as in 5. and exits with an error (``streamctl up`` restarts it).
+   The driver's heap is ``driver_memory`` (``spark.driver.memory``, fixed when the JVM starts).
+5. On a normal stop: stop its queries gracefully and send ``UnregisterWorker``. After
    ``kill -9`` nothing is sent: the coordinator notices the missing heartbeats, declares the
    agent ``DEAD`` and moves its queries elsewhere.
 
@@ -24,14 +31,17 @@ import contextlib
 import logging
 import signal
 import socket
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from temporalio.worker import Worker
 
 from streamctl.client.client import CoordinatorClient, new_id
+from streamctl.lifecycle.spark import SparkPolicy
 from streamctl.worker.metrics import AgentMetrics, MetricsAddress, SdkMetrics
+from streamctl.worker.spark_watchdog import SparkBroken, SparkWatchdog
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import agent_task_queue
 from streamctl.workflows.coordinator import COORDINATOR_WORKFLOW_ID
@@ -45,20 +55,41 @@ log = logging.getLogger(__name__)
 HEARTBEAT_INTERVAL_S = 2.0
 
 
-def agent_spark_session(name: str, master: str, work_root: Path) -> SparkSession:
-    """The agent's session: ``sc://`` URLs connect to a Spark Connect server."""
+def agent_spark_session(
+    name: str, master: str, work_root: Path, driver_memory: str | None = None
+) -> SparkSession:
+    """The agent's session: ``sc://`` URLs connect to a Spark Connect server (a new session
+    each time: the agent replaces a lost one), any other master gets a driver JVM of its own
+    with a heap of ``driver_memory`` (Spark's default, 1g, when None)."""
     if master.startswith("sc://"):
         from pyspark.sql import SparkSession
 
-        return SparkSession.builder.remote(master).appName(f"streamctl-agent-{name}").getOrCreate()
+        if driver_memory is not None:
+            log.warning("--driver-memory does not apply to Spark Connect: set it on the server")
+        return SparkSession.builder.remote(master).appName(f"streamctl-agent-{name}").create()
     from streamctl.worker.spark_session import build_spark_session
 
-    return build_spark_session(
-        master,
-        f"streamctl-agent-{name}",
-        work_root / "warehouse",
-        {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
-    )
+    config = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
+    if driver_memory is not None:
+        config["spark.driver.memory"] = driver_memory
+    return build_spark_session(master, f"streamctl-agent-{name}", work_root / "warehouse", config)
+
+
+class _Heartbeats:
+    """Tells the coordinator at once when the agent's Spark is lost (capacity 0: nothing is
+    placed here while it is rebuilt) and when it is back (a :class:`SparkUser`)."""
+
+    def __init__(self, send: Callable[[bool], None]) -> None:
+        self._send = send
+
+    def spark_lost(self, generation: int, reason: str) -> None:
+        self._send(False)
+
+    def spark_recreated(self, session: Any, generation: int) -> None:
+        self._send(True)
+
+    def spark_tick(self) -> None:
+        pass
 
 
 def _stop_on_signals() -> asyncio.Event:
@@ -84,13 +115,30 @@ async def run_agent(
     heartbeat_interval: float = HEARTBEAT_INTERVAL_S,
     ready: asyncio.Event | None = None,
     metrics_address: MetricsAddress = MetricsAddress(),
+    driver_memory: str | None = None,
+    spark_policy: SparkPolicy = SparkPolicy(),
 ) -> None:
+    """Run the agent until SIGTERM/SIGINT; raises :class:`SparkBroken` (after unregistering)
+    when it could not keep its Spark alive."""
     from streamctl.activities.spark import SparkActivities, SparkQueries
 
     metrics = AgentMetrics(name, capacity)
     sdk = SdkMetrics() if metrics_address.enabled else None
     work_root = work_dir / name
-    session = await asyncio.to_thread(agent_spark_session, name, master, work_root)
+
+    def build() -> SparkSession:
+        return agent_spark_session(name, master, work_root, driver_memory)
+
+    session = await asyncio.to_thread(build)
+    stopped = _stop_on_signals()
+    loop = asyncio.get_running_loop()
+    broken: list[str] = []
+
+    def on_broken(reason: str) -> None:  # the watchdog's thread
+        broken.append(reason)
+        loop.call_soon_threadsafe(stopped.set)
+
+    watchdog = SparkWatchdog(session, build, name=name, policy=spark_policy, on_broken=on_broken)
     temporal = await connect(address, namespace, runtime=sdk.runtime if sdk else None)
     # One sender per process: the coordinator drops event batches whose sequence number it has
     # seen from the sender, and a restarted agent counts from 1 again.
@@ -98,8 +146,25 @@ async def run_agent(
         address, namespace=namespace, workflow_id=workflow_id, sender=f"agent-{name}-{new_id()}"
     ).connect()
     queries = SparkQueries(
-        session, name, checkpoint_dir, work_root, metrics.observing(coordinator.try_send)
+        session,
+        name,
+        checkpoint_dir,
+        work_root,
+        metrics.observing(coordinator.try_send),
+        coordinator=workflow_id,
+        spark=watchdog,
+        policy=spark_policy,
     )
+
+    def heartbeat(spark_up: bool) -> m.Heartbeat:
+        # While its Spark is down the agent has no room for queries.
+        room = capacity if spark_up else 0
+        return m.Heartbeat(name, load=queries.active_count(), capacity=room)
+
+    # First the heartbeat, then the queries' losses: the coordinator must see no room here
+    # before it restarts them.
+    watchdog.add_user(_Heartbeats(lambda up: coordinator.try_send(heartbeat(up))))
+    watchdog.add_user(queries)
     metrics.track_load(queries.active_count)
     activities = SparkActivities(queries)
     task_queue = agent_task_queue(name)
@@ -121,20 +186,22 @@ async def run_agent(
                 await coordinator.send(
                     m.RegisterWorker(name, capacity, task_queue, socket.gethostname())
                 )
+                watchdog.start()
                 log.info("agent %s polling %s on %s (master %s)", name, task_queue, address, master)
                 if ready is not None:
                     ready.set()
-                stopped = _stop_on_signals()
                 while not stopped.is_set():
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stopped.wait(), heartbeat_interval)
                     if not stopped.is_set():
-                        await coordinator.send(
-                            m.Heartbeat(name, load=queries.active_count(), capacity=capacity)
-                        )
+                        await coordinator.send(heartbeat(watchdog.up))
     finally:
+        await asyncio.to_thread(watchdog.close)
         await asyncio.to_thread(queries.stop_all)
         with contextlib.suppress(Exception):
             await coordinator.send(m.UnregisterWorker(name))
         await asyncio.to_thread(coordinator.close)
-        await asyncio.to_thread(session.stop)
+        with contextlib.suppress(Exception):  # a broken Spark may not stop cleanly
+            await asyncio.to_thread(watchdog.session.stop)
+    if broken:
+        raise SparkBroken(f"agent {name} stopped: {broken[0]}")

@@ -5,19 +5,31 @@ PySpark's driver names: ``PYSPARK_PYTHON`` from the environment, else whatever `
 first on PATH (PySpark ignores ``spark.pyspark.python`` for this). That interpreter usually
 lacks this environment's packages, so the first UDF fails with ``No module named 'streamctl'``.
 The session here pins both to the running interpreter unless the user set ``PYSPARK_PYTHON``.
+
+An agent also needs to know whether its session still works and to replace it when it does not
+(:mod:`streamctl.worker.spark_watchdog`): :func:`spark_down_reason` says why a session is dead
+(its driver JVM exited, its SparkContext stopped, it does not answer), and
+:func:`discard_spark_session` kills its driver JVM and clears PySpark's process-wide state, so
+the next :func:`build_spark_session` launches a new JVM in the same Python process.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import re
 import shutil
+import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 BASE_CONFIG: Mapping[str, str] = {
     "spark.ui.showConsoleProgress": "false",
@@ -75,3 +87,117 @@ def build_spark_session(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+MEMORY_SIZE = re.compile(r"[1-9][0-9]*(?:[kmgtp]b?|b)?", re.IGNORECASE)
+"""A JVM memory size as Spark reads one (``spark.driver.memory``): ``512m``, ``2g``, ``4096``
+(MiB)."""
+
+
+def check_memory_size(text: str) -> str:
+    """``text`` if it is a memory size Spark accepts, else a ``ValueError`` saying so."""
+    if not MEMORY_SIZE.fullmatch(text.strip()):
+        raise ValueError(f"{text!r} is not a memory size such as 512m or 2g")
+    return text.strip()
+
+
+def is_connect(session: Any) -> bool:
+    """Whether ``session`` is a Spark Connect session (``sc://``), not a classic one."""
+    return type(session).__module__.startswith("pyspark.sql.connect")
+
+
+def driver_process(session: Any) -> subprocess.Popen[bytes] | None:
+    """The driver JVM this Python process launched for a classic session (None for Spark
+    Connect, or a JVM this process did not launch, as under ``spark-submit``)."""
+    if is_connect(session):
+        return None
+    from pyspark import SparkContext
+
+    process = getattr(SparkContext._gateway, "proc", None)
+    return process if isinstance(process, subprocess.Popen) else None
+
+
+def spark_down_reason(session: Any) -> str | None:
+    """Why ``session`` can no longer run queries, or None while it can. Calls into Spark (one
+    cheap call), so a hung driver does not answer: callers bound the wait."""
+    if is_connect(session):
+        if getattr(session, "is_stopped", False):
+            return "the Spark Connect session was closed"
+        try:
+            session.conf.get("spark.sql.session.timeZone")
+        except Exception as error:
+            return f"the Spark Connect server does not answer: {_first_line(error)}"
+        return None
+    process = driver_process(session)
+    if process is not None and process.poll() is not None:
+        return f"the driver JVM (pid {process.pid}) {_exit_status(process.returncode)}"
+    context = getattr(session, "_sc", None)
+    java_context = getattr(context, "_jsc", None)
+    if java_context is None:
+        return "the SparkContext was stopped"
+    try:
+        stopped = bool(java_context.sc().isStopped())
+    except Exception as error:
+        return f"the driver JVM does not answer: {_first_line(error)}"
+    return "the SparkContext stopped" if stopped else None
+
+
+def discard_spark_session(session: Any, timeout: float = 30.0) -> None:
+    """Make sure nothing of ``session`` runs any more, and let the next session start afresh.
+
+    Classic: kill the driver JVM this process launched (with it every streaming query of the
+    session, whatever state it is in), close the Py4J gateway and the accumulator server, and
+    reset PySpark's singletons, so that :func:`build_spark_session` launches a new JVM. A JVM
+    this process did not launch cannot be replaced: its SparkContext is stopped and the next
+    session starts on it. Spark Connect: close the session (the server's queries of this
+    session stop with it)."""
+    if is_connect(session):
+        with contextlib.suppress(Exception):
+            session.stop()
+        return
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession, SQLContext
+
+    process = driver_process(session)
+    context = SparkContext._active_spark_context
+    if process is None:
+        with contextlib.suppress(Exception):
+            session.stop()
+        return
+    if process.poll() is None:
+        process.kill()
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        log.error("the driver JVM (pid %d) did not exit %.0f s after SIGKILL", process.pid, timeout)
+    gateway = SparkContext._gateway
+    if context is not None:
+        server = getattr(context, "_accumulatorServer", None)
+        if server is not None:
+            with contextlib.suppress(Exception):
+                server.shutdown()
+                server.server_close()
+        context._jsc = None  # type: ignore[assignment]
+    if gateway is not None:
+        with contextlib.suppress(Exception):
+            gateway.shutdown()
+    with SparkContext._lock:
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+        SparkContext._active_spark_context = None
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
+    SQLContext._instantiatedContext = None
+
+
+def _exit_status(code: int | None) -> str:
+    if code is not None and code < 0:
+        return f"was killed by signal {-code}"
+    if code == 52:  # SparkExitCode.OOM
+        return "exited: out of memory (code 52)"
+    return f"exited with code {code}"
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0][:300]

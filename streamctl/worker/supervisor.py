@@ -109,8 +109,10 @@ def agent_command(
     master: str = "local[*]",
     capacity: int = 4,
     workflow_id: str = COORDINATOR_WORKFLOW_ID,
+    driver_memory: str | None = None,
 ) -> list[str]:
     """The command line of one local Spark agent process."""
+    memory = ["--driver-memory", driver_memory] if driver_memory is not None else []
     return [
         sys.executable,
         "-m",
@@ -128,6 +130,7 @@ def agent_command(
         str(capacity),
         "--workflow-id",
         workflow_id,
+        *memory,
     ]
 
 
@@ -144,6 +147,7 @@ class Supervisor:
         agent_master: str = "local[*]",
         agent_capacity: int = 4,
         file_roots: tuple[Path, ...] = (),
+        agent_driver_memory: str | None = None,
     ) -> None:
         self.state_dir = state_dir
         self.file_roots = file_roots
@@ -156,6 +160,7 @@ class Supervisor:
         self.agents: list[subprocess.Popen[bytes]] = []
         self.agent_master = agent_master
         self.agent_capacity = agent_capacity
+        self.agent_driver_memory = agent_driver_memory
         self.client: Client | None = None
         self.address = f"127.0.0.1:{port}"
         self.temporal: subprocess.Popen[bytes] | None = None
@@ -202,6 +207,7 @@ class Supervisor:
                 self.state_dir / "checkpoints",
                 self.agent_master,
                 self.agent_capacity,
+                driver_memory=self.agent_driver_memory,
             ),
             stdout=log,
             stderr=subprocess.STDOUT,
