@@ -32,3 +32,8 @@ MAX_RESPONSE_BYTES = 512 * 1024
 MAX_PASS_RESULT_BYTES = 1536 * 1024
 """The answers one pass hands back to the workflow, in all. Temporal fails a payload above
 2 MB; the rest of the pass result (actions, counts) fits in the remaining half megabyte."""
+MAX_PASS_ACTION_BYTES = 256 * 1024
+"""The start actions one pass hands to the workflow (their plans), in all; queries past it
+wait for the next pass, which follows at once."""
+MORE_TO_START_DELAY = 0.05
+"""How soon (seconds) the next pass runs when a pass left queries waiting for that reason."""

@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from test_pass_activity import codes, run_pass
 
-from streamctl.activities import apply, passes
+from streamctl.activities import apply, context, passes
 from streamctl.activities.context import PassContext
 from streamctl.activities.passes import CatalogActivities
 from streamctl.catalog.models import QuarantinedMessage, Worker
@@ -200,3 +200,35 @@ def test_a_pass_hands_back_at_most_its_result_budget(catalog_url, monkeypatch):
         request_batches_payload([[m.ListLogicalSources().to_envelope(ids[-1])]]),
     )
     assert json.loads(again.responses[0])[0]["ok"]
+
+
+def test_start_actions_beyond_a_pass_result_wait_for_the_next_pass(catalog_url, monkeypatch):
+    """The start actions a pass hands back (each carries its plan) are bounded; queries past
+    the bound stay CREATED and the pass asks for the next one at once, which starts them."""
+    monkeypatch.setattr(context, "MAX_PASS_ACTION_BYTES", 1)  # one start per pass
+    activities = CatalogActivities(catalog_url)
+    run_pass(
+        activities,
+        1,
+        [
+            m.CreateLogicalSource("s", SCHEMA),
+            m.CreatePhysicalSource("s", "File", {"file_path": "in"}),
+            m.CreateSink("out", SCHEMA, "Print"),
+        ],
+        events=(m.RegisterWorker("w1", capacity=8),),
+    )
+    queries = [m.CreateQuery("SELECT id FROM s INTO out") for _ in range(3)]
+    envelopes = [q.to_envelope(f"q{i}") for i, q in enumerate(queries)]
+    result = activities.apply_pass(
+        PassInput("w", 2, 1000.0, [], [1000.0], 30.0, 60.0), request_batches_payload([envelopes])
+    )
+    answers = json.loads(result.responses[0])
+    assert [a["result"]["current_state"] for a in answers] == ["STARTING", "CREATED", "CREATED"]
+    assert len(result.actions) == 1
+    assert result.next_liveness_deadline is not None
+    assert result.next_liveness_deadline <= 1000.0 + 0.1
+    check = PendingMessage(m.CheckLiveness().to_envelope("~liveness-3"), 1000.1)
+    result = activities.apply_pass(
+        PassInput("w", 3, 1000.1, [check], [], 30.0, 60.0), request_batches_payload([])
+    )
+    assert len(result.actions) == 1  # the next one starts

@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 
 from streamctl.catalog.rows import EntityRow
 from streamctl.catalog.view import CatalogView
+from streamctl.compact_json import dumps_bytes
 from streamctl.lifecycle.agents import LivenessPolicy
 from streamctl.lifecycle.queries import RestartPolicy
+from streamctl.limits import MAX_PASS_ACTION_BYTES
 from streamctl.workflows.actions import AgentAction
 
 
@@ -41,6 +43,23 @@ class PassContext:
     restarts: RestartPolicy = field(default_factory=RestartPolicy)
     changes: list[Change] = field(default_factory=list)
     actions: list[AgentAction] = field(default_factory=list)
+    action_bytes: int = 0
+    """The encoded size of the start actions so far: the plans they carry are most of it."""
+    more_to_start: bool = False
+    """Queries were left waiting because this pass's start actions reached their bound; the
+    pass asks the workflow for another one at once."""
+
+    def add_action(self, action: AgentAction) -> None:
+        self.actions.append(action)
+        if action.start is not None:
+            self.action_bytes += len(dumps_bytes(action.start))
+
+    def can_start_more(self) -> bool:
+        """Whether another start action fits this pass's result."""
+        if self.action_bytes < MAX_PASS_ACTION_BYTES:
+            return True
+        self.more_to_start = True
+        return False
 
     def record(self, entity: str, key: object, action: str, reason: str) -> None:
         self.changes.append(Change(entity, str(key), action, reason))

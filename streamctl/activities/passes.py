@@ -60,6 +60,7 @@ from streamctl.limits import (
     MAX_PASS_RESULT_BYTES,
     MAX_REQUEST_BYTES,
     MAX_RESPONSE_BYTES,
+    MORE_TO_START_DELAY,
 )
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import action_from_json
@@ -308,6 +309,9 @@ class CatalogActivities:
                 )
             )
         deadline = ctx.view.next_liveness_deadline(pass_input.suspect_after, pass_input.dead_after)
+        if ctx.more_to_start:  # queries left waiting for room in a pass's result: soon
+            soon = pass_input.now + MORE_TO_START_DELAY
+            deadline = soon if deadline is None else min(deadline, soon)
         census = take_census(session)  # after the view was written: the counts of this version
         refusals = reused_id_refusals(batches, stored_requests, version)
         return PassResult(

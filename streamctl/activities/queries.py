@@ -213,11 +213,16 @@ def start_query(ctx: PassContext, request: m.StartQuery) -> Any:
     row = _query(ctx, request.id)
     state = S(row.current_state)
     if state in (S.STOPPED, S.FAILED, S.FINISHED):
-        placement = _placement(ctx, row)
+        placement = _placement(ctx, row) if ctx.can_start_more() else None
         if placement is None:
             raise RequestFailed(
                 ErrorCode.UNAVAILABLE,
-                f"query {row.id} cannot start now: no alive agent has free capacity",
+                f"query {row.id} cannot start now: "
+                + (
+                    "no alive agent has free capacity"
+                    if ctx.can_start_more()
+                    else "this pass has started as many queries as it can; ask again"
+                ),
             )
         row.desired_state = S.RUNNING
         row.restarts = 0
@@ -404,6 +409,10 @@ def _moves_waiting(ctx: PassContext) -> list[QueryRow]:
 
 
 def try_start(ctx: PassContext, row: QueryRow, reason: str) -> bool:
+    if not ctx.can_start_more():
+        # Left waiting (CREATED, or as it was) for the next pass, which the pass asks for
+        # at once: one pass's start actions must fit its result (limits.MAX_PASS_ACTION_BYTES).
+        return False
     placement = _placement(ctx, row)
     if placement is None:
         row.error = row.error or "waiting for an alive agent with free capacity"
@@ -420,7 +429,7 @@ def start_on(ctx: PassContext, row: QueryRow, placement: Placement, reason: str)
     row.run += 1
     row.retry_at = None
     ctx.stamp(row)
-    ctx.actions.append(AgentAction(placement.agent, start=assignment))
+    ctx.add_action(AgentAction(placement.agent, start=assignment))
     where = f"{placement.agent} (local to its sources)" if placement.local else placement.agent
     ctx.record("query", row.id, f"{before}->{row.current_state}", f"{reason}: placed on {where}")
 
