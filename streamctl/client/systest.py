@@ -35,13 +35,22 @@ test file's own constructs are its business:
   file starts from an empty catalog.
 
 Every query ends ``passed``, ``failed`` (with the difference or the error) or ``unsupported``
-(with a reason: a planner ``NOT_SUPPORTED`` answer, or a source the runner cannot provide).
-Files run one after the other; up to ``jobs`` queries of a file run at once.
+(with a reason: a planner ``NOT_SUPPORTED`` answer, a source the runner cannot provide, or a
+file the reader cannot run as written: unreadable, not UTF-8, an unknown directive). Files run
+one after the other; up to ``jobs`` queries of a file run at once.
+
+Guarantees
+----------
+:meth:`SystestRunner.run` never raises for a file: whatever goes wrong in one (a request that
+times out, an attachment it cannot stage, a bug) costs that file's remaining queries, reported
+``failed`` or ``unsupported`` with the reason, and the run goes on to its summary. A file whose
+reader found no query still counts once, so that nothing it holds is silently skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from collections import Counter
@@ -59,6 +68,8 @@ from streamctl.planner.connectors.specs import ConnectorError, SinkSpec
 from streamctl.planner.errors import NES_ERROR_NUMBERS, NOT_SUPPORTED
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import query_name
+
+log = logging.getLogger(__name__)
 
 QUERY_TIMEOUT_S = 180.0
 POLL_S = 0.2
@@ -152,7 +163,20 @@ def select(
 
 
 def query_count(selected: list[tuple[SystestFile, Path]]) -> int:
-    return sum(isinstance(block, Query) for systest, _ in selected for block in systest.blocks)
+    """How many outcomes the run of ``selected`` reports (see :func:`outcomes_without_running`
+    for a file without queries)."""
+    return sum(
+        max(len(systest.queries), systest.unsupported is not None) for systest, _ in selected
+    )
+
+
+def outcomes_without_running(systest: SystestFile, status: str, reason: str) -> list[Outcome]:
+    """``status`` with ``reason`` for every query of a file that will not run; one entry for
+    the file itself (line 1, query 0) if the reader found none in it."""
+    queries = systest.queries
+    if not queries:
+        return [Outcome(systest.name, 1, 0, status, reason)]
+    return [Outcome(systest.name, query.line, query.index, status, reason) for query in queries]
 
 
 def suite_testdata(paths: list[Path]) -> tuple[Path, ...]:
@@ -188,6 +212,8 @@ class _FileRun:
     unbounded_sources: set[str] = field(default_factory=set)  # logical sources, casefolded
     servers: list[asyncio.Server] = field(default_factory=list)
     setup_errors: list[str] = field(default_factory=list)
+    unprovided: list[str] = field(default_factory=list)
+    """Attachments the runner could not stage: the queries after them are unsupported."""
 
 
 class SystestRunner:
@@ -204,13 +230,37 @@ class SystestRunner:
         self.report = report or (lambda _outcome: None)
 
     async def run(self, selected: list[tuple[SystestFile, Path]]) -> Summary:
-        """Run the files :func:`select` chose, one after the other."""
+        """Run the files :func:`select` chose, one after the other; never raises for a file
+        (module docstring)."""
         summary = Summary()
         for systest, root in selected:
-            summary.outcomes.extend(await self.run_file(systest, root))
+            if systest.unsupported is not None:
+                outcomes = outcomes_without_running(systest, "unsupported", systest.unsupported)
+                for outcome in outcomes:
+                    self.report(outcome)
+                summary.outcomes.extend(outcomes)
+                continue
+            reported: list[Outcome] = []
+            try:
+                await self.run_file(systest, root, reported)
+            except Exception as error:
+                log.warning("systest file %s failed", systest.name, exc_info=True)
+                done = {outcome.index for outcome in reported}
+                reason = f"the runner could not run this file: {type(error).__name__}: {error}"
+                for query in systest.queries:
+                    if query.index not in done:
+                        outcome = Outcome(systest.name, query.line, query.index, "failed", reason)
+                        self.report(outcome)
+                        reported.append(outcome)
+            summary.outcomes.extend(sorted(reported, key=lambda outcome: outcome.index))
         return summary
 
-    async def run_file(self, systest: SystestFile, root: Path) -> list[Outcome]:
+    async def run_file(
+        self, systest: SystestFile, root: Path, reported: list[Outcome] | None = None
+    ) -> list[Outcome]:
+        """Run one file's blocks in order; each query's outcome is reported, appended to
+        ``reported`` as it ends, and returned in file order."""
+        ended = reported if reported is not None else []
         slug = re.sub(r"[^A-Za-z0-9_.-]", "_", systest.name)
         run = _FileRun(systest, self.work_root / slug, root / "testdata")
         run.work_dir.mkdir(parents=True, exist_ok=True)
@@ -220,15 +270,26 @@ class SystestRunner:
             for block in systest.blocks:
                 if isinstance(block, Statement):
                     await self._statement(run, block)
-                    continue
-                tasks.append(asyncio.create_task(self._bounded(slots, run, block)))
+                elif run.unprovided:
+                    reason = f"a source the runner cannot provide: {'; '.join(run.unprovided)}"
+                    outcome = Outcome(systest.name, block.line, block.index, "unsupported", reason)
+                    tasks.append(asyncio.create_task(self._reported(outcome, ended)))
+                else:
+                    tasks.append(asyncio.create_task(self._bounded(slots, run, block, ended)))
             return list(await asyncio.gather(*tasks))
         finally:
             for task in tasks:
                 task.cancel()
             await self._clean_up(run)
 
-    async def _bounded(self, slots: asyncio.Semaphore, run: _FileRun, query: Query) -> Outcome:
+    async def _reported(self, outcome: Outcome, ended: list[Outcome]) -> Outcome:
+        self.report(outcome)
+        ended.append(outcome)
+        return outcome
+
+    async def _bounded(
+        self, slots: asyncio.Semaphore, run: _FileRun, query: Query, ended: list[Outcome]
+    ) -> Outcome:
         async with slots:
             started = time.monotonic()
             try:
@@ -237,12 +298,21 @@ class SystestRunner:
                 detail = f"the runner could not run it: {type(error).__name__}: {error}"
                 outcome = Outcome(run.systest.name, query.line, query.index, "failed", detail)
             outcome.seconds = round(time.monotonic() - started, 2)
-            self.report(outcome)
-            return outcome
+            return await self._reported(outcome, ended)
 
     # --- statements -----------------------------------------------------------------------
 
     async def _statement(self, run: _FileRun, block: Statement) -> None:
+        """Send one statement; a refusal or failure is a set-up error of the file (its
+        queries say so), an attachment the runner cannot stage makes them unsupported."""
+        try:
+            await self._send_statement(run, block)
+        except _Unprovided as unprovided:
+            run.unprovided.append(f"line {block.line}: {unprovided}")
+        except Exception as error:
+            run.setup_errors.append(f"line {block.line}: {type(error).__name__}: {error}")
+
+    async def _send_statement(self, run: _FileRun, block: Statement) -> None:
         text = in_testdata(block.text, run.testdata)
         if _PHYSICAL_SOURCE.match(text):
             path = self._attachment(run, block)
@@ -277,21 +347,36 @@ class SystestRunner:
                 )
 
     def _attachment(self, run: _FileRun, block: Statement) -> Path | None:
-        if block.inline_rows is not None:
-            path = run.work_dir / f"source-line-{block.line}.csv"
-            path.write_text("".join(row + "\n" for row in block.inline_rows))
-            return path
-        if block.attached_file is not None:
-            return (run.testdata / block.attached_file).resolve()
+        """The file holding a physical source's ``ATTACH`` data; :class:`_Unprovided` when
+        there is none the runner can read."""
+        try:
+            if block.inline_rows is not None:
+                path = run.work_dir / f"source-line-{block.line}.csv"
+                path.write_text("".join(row + "\n" for row in block.inline_rows))
+                return path
+            if block.attached_file is not None:
+                path = (run.testdata / block.attached_file).resolve()
+                if not path.is_file():
+                    raise _Unprovided(f"ATTACH FILE {block.attached_file}: no such file")
+                return path
+        except (OSError, ValueError, RuntimeError) as error:  # unwritable, NUL, symlink loop
+            raise _Unprovided(f"cannot stage its ATTACH data: {error}") from None
         return None
 
     async def _clean_up(self, run: _FileRun) -> None:
+        """Drop what the file created, so the next file starts from an empty catalog; a
+        failure here is logged and never ends the run."""
         for server in run.servers:
             server.close()
-        for sink in run.sinks.values():
-            await self.client.ask_response(m.DropSink(sink.name, cascade=True))
-        for name in run.logical_sources:
-            await self.client.ask_response(m.DropLogicalSource(name, cascade=True))
+        drops: list[m.Request] = [
+            m.DropSink(sink.name, cascade=True) for sink in run.sinks.values()
+        ]
+        drops += [m.DropLogicalSource(name, cascade=True) for name in run.logical_sources]
+        for drop in drops:
+            try:
+                await self.client.ask_response(drop)
+            except Exception as error:
+                log.warning("cleaning up after %s: %s failed: %s", run.systest.name, drop, error)
 
     # --- queries --------------------------------------------------------------------------
 
@@ -436,6 +521,10 @@ class _Failed(Exception):
 
 class _Unreadable(Exception):
     pass
+
+
+class _Unprovided(Exception):
+    """An ``ATTACH`` the runner cannot stage."""
 
 
 def _first_line(error: str | None) -> str:

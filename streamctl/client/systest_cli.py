@@ -1,6 +1,12 @@
 """``streamctl systest`` output: a line per query as it ends under a progress bar (queries
 done of all selected, on a terminal), a table per folder, and the closing ``N passed, N failed,
-N unsupported`` line (``--json``: one JSON object instead)."""
+N unsupported`` line (``--json``: one JSON object instead).
+
+The runner's client holds the payload key of the stack in ``state_dir`` (the one ``streamctl
+systest`` starts there, or the user's), so it reads the answers that stack encrypts. The run
+always ends with its summary: a coordinator that cannot be reached fails every query with the
+reason instead of ending in a traceback.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ from streamctl.client.systest import (
     Summary,
     SystestRunner,
     find_files,
+    outcomes_without_running,
     query_count,
     select,
 )
@@ -77,7 +84,9 @@ def run_systest_command(
         progress,
         tempfile.TemporaryDirectory(prefix="systest-", dir=files) as work,
     ):
-        summary = asyncio.run(_run(address, workflow_id, selected, jobs, Path(work), report))
+        summary = asyncio.run(
+            _run(address, workflow_id, selected, jobs, Path(work), report, state_dir)
+        )
     if as_json:
         print(json.dumps({**summary.as_json(), "seconds": round(time.monotonic() - started, 1)}))
     else:
@@ -93,8 +102,24 @@ async def _run(
     jobs: int,
     work: Path,
     report: Callable[[Outcome], None],
+    state_dir: Path,
 ) -> Summary:
-    client = await CoordinatorClient(address, workflow_id=workflow_id).connect()
+    client: CoordinatorClient | None = None
+    try:
+        client = CoordinatorClient(
+            address, workflow_id=workflow_id, payload_keys=config.payload_keys(state_dir)
+        )
+        await client.connect()
+    except Exception as error:
+        if client is not None:
+            await asyncio.to_thread(client.close, 0)
+        reason = f"no coordinator to run it: {type(error).__name__}: {error}"
+        summary = Summary()
+        for systest, _root in selected:
+            summary.outcomes.extend(outcomes_without_running(systest, "failed", reason))
+        for outcome in summary.outcomes:
+            report(outcome)
+        return summary
     try:
         runner = SystestRunner(client, work, jobs, report)
         return await runner.run(selected)
