@@ -21,6 +21,7 @@ that it answers, goes on answering, and never fails a workflow task.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import os
@@ -30,6 +31,7 @@ import time
 import urllib.parse
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -272,11 +274,25 @@ async def _run(cases: int, seed: int, catalog_url: str) -> dict[str, Any]:
             await handle.terminate("benchmark done")
 
 
+@contextlib.contextmanager
+def _one_payload_key() -> Iterator[None]:
+    """The stack, the bench's clients and its gateway share one payload key (as every
+    process of a deployment must), so answers that carry secrets decode here too."""
+    if os.environ.get("STREAMCTL_PAYLOAD_KEY"):
+        yield
+        return
+    os.environ["STREAMCTL_PAYLOAD_KEY"] = base64.b64encode(os.urandom(32)).decode()
+    try:
+        yield
+    finally:
+        del os.environ["STREAMCTL_PAYLOAD_KEY"]
+
+
 def run_adversarial_bench(cases: int, seed: int, catalogs: list[str | None]) -> dict[str, Any]:
     """One run per catalog (None: a SQLite file; a PostgreSQL URL: a scratch database)."""
     runs: dict[str, Any] = {}
     for catalog in catalogs:
-        with bench_catalog(catalog) as catalog_url:
+        with bench_catalog(catalog) as catalog_url, _one_payload_key():
             name = "sqlite" if catalog_url.startswith("sqlite") else "postgresql"
             runs[name] = asyncio.run(_run(cases, seed, catalog_url))
     totals = {
