@@ -317,6 +317,14 @@ class CoordinatorWorkflow:
 
     @submit.validator
     def validate_submit(self, ids: list[str], requests: RawValue) -> None:
+        try:
+            self._check_submit(ids, requests)
+        except ApplicationError as refusal:
+            if refusal.type == "InvalidBatch":
+                _count_refused("submit", "invalid")
+            raise
+
+    def _check_submit(self, ids: list[str], requests: RawValue) -> None:
         config = self.state.config
         if self.draining:
             raise ApplicationError(
@@ -360,6 +368,7 @@ class CoordinatorWorkflow:
         batch, problem = decode_event_batch(args)
         if problem:
             workflow.logger.warning("events signal: %s", problem)
+            _count_refused("events", "malformed")
         if batch is None:
             return
         if batch.seq <= self.state.sender_seqs.get(batch.sender, 0):
@@ -383,6 +392,7 @@ class CoordinatorWorkflow:
         self.state.sender_seen_at[batch.sender] = now
         for envelope in events:
             if _size(envelope) > MAX_REQUEST_BYTES and workflow.patched("drop-oversized-events"):
+                _count_refused("events", "too_large")
                 workflow.logger.warning(
                     "TOO_LARGE: dropping event %s of %s: ~%d bytes, the limit is %d",
                     envelope.id,
@@ -833,6 +843,16 @@ class CoordinatorWorkflow:
             if seen < horizon:
                 self.state.sender_seen_at.pop(sender, None)
                 self.state.sender_seqs.pop(sender, None)
+
+
+def _count_refused(channel: str, reason: str) -> None:
+    """Count a refused update or a dropped event in the worker's metrics (the SDK's meter is
+    replay-safe: a replay counts nothing again)."""
+    workflow.metric_meter().create_counter(
+        "streamctl_refused_messages",
+        "Update batches refused and events dropped by the coordinator workflow as malformed "
+        "or too large (the reason is in the worker's log).",
+    ).add(1, {"channel": channel, "reason": reason})
 
 
 def _status_event(report: QueryReport) -> QueryStatusChanged:
