@@ -130,6 +130,12 @@ def statements_and_queries(address: str, tmp_path: Path) -> None:
     bad = streamctl("sql", "SELECT nothing FROM ticks INTO discard", "--address", address)
     assert bad.returncode == 1
     assert "UNKNOWN_COLUMN" in bad.stderr and "line 1, column 8" in bad.stderr, bad.stderr
+    # Issue 16, measurement 1: on f29f918 this wedged every later pass of the coordinator.
+    huge = "CREATE WORKER w SET(99999999999999999999 AS CAPACITY)"
+    refused = streamctl("sql", huge, "--address", address, timeout=60)
+    assert refused.returncode == 1 and "capacity" in refused.stderr, refused.stderr
+    after = streamctl("sql", "CREATE LOGICAL SOURCE b(id UINT64)", "--address", address)
+    assert after.returncode == 0, after.stdout + after.stderr
     missing = streamctl("query", "stop", "999", "--address", address)
     assert (missing.returncode, "NOT_FOUND" in missing.stderr) == (1, True), missing.stderr
 
