@@ -76,7 +76,7 @@ _USERINFO_URL = re.compile(rb"://[^/@\s\"'`,;]+@")
 # reversed, so each check is an anchored match of bounded length (a search for an ending
 # ``\Z`` would try every start and cost ~60 µs a word).
 _KEY_PART = rb"(?:`[^`]{0,128}`|[a-z0-9_$]{1,128})"
-_WS_REVERSED = rb"(?:\s|[nrt]\\)"
+_WS_REVERSED = rb"(?:\s|[nrtf]\\)"
 """Whitespace, also as JSON escapes (a statement's newline travels as ``\n``), reversed."""
 _IN_MEMBER_NAME = (
     # Before the word (reversed): the rest of the name up to its opening quote.
@@ -124,7 +124,7 @@ _URL_OPTION = re.compile(
     rb'\\*"(?:'
     + b"|".join(_url_option_names())
     + rb')\\*"\s*:|\bas'
-    + rb"(?:\s|\\[nrt])+"
+    + rb"(?:\s|\\[nrtf])+"
     + rb"(?:"
     + _KEY_PART
     + rb"\s*\.\s*)*`?(?:"
