@@ -27,7 +27,7 @@ from rich.console import Console
 
 from streamctl.client.systest import SystestRunner, find_files, query_count, select
 from streamctl.client.systest_cli import run_systest_command
-from streamctl.client.systest_files import Query, Statement, parse_systest, read_systest
+from streamctl.client.systest_files import Query, Statement, read_systest
 from streamctl.worker.coordinator import ensure_coordinator
 from streamctl.workflows.wire import connect
 
@@ -146,11 +146,17 @@ def _assert_read(systest: Any) -> None:
         assert isinstance(block, Statement | Query)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(lines=st.lists(LINES, max_size=30), newline=st.sampled_from(["\n", "\r\n"]))
-def test_arbitrary_text_never_crashes_the_reader(lines: list[str], newline: str) -> None:
+def test_arbitrary_text_never_crashes_the_reader(
+    tmp_path: Path, lines: list[str], newline: str
+) -> None:
     """Property: any text is read into blocks, or marked unsupported with a reason."""
-    _assert_read(parse_systest(newline.join(lines), Path("fuzz.test"), "fuzz.test"))
+    path = tmp_path / "fuzz.test"
+    path.write_text(newline.join(lines), encoding="utf-8", errors="surrogatepass")
+    _assert_read(read_systest(path, tmp_path))
 
 
 @settings(
