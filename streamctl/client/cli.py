@@ -813,6 +813,30 @@ def bench_soak(
     print(json.dumps(result) if as_json else json.dumps(result, indent=2))
 
 
+@bench_app.command("chaos")
+def bench_chaos(
+    as_json: bool = typer.Option(False, "--json"),
+    seconds: float = typer.Option(300.0, min=1, help="How long the load and the kills last."),
+    seed: int = typer.Option(0, help="Seed of the kill schedule (the same seed, the same kills)."),
+    queries: int = typer.Option(4, min=0, help="File queries on the agents."),
+    agents: int = typer.Option(2, min=0, help="Spark agents (local[1], capacity 4)."),
+    keep_state: bool = typer.Option(False, help="Keep the run's directory even when ok."),
+) -> None:
+    """Requests, heartbeats and queries while every process of a private stack (PostgreSQL
+    included) is killed -9 at random times; then lost, doubled, declared dead, sink rows.
+    Exit 1 if any of them is not 0 or a query is not RUNNING at the end."""
+    from streamctl.bench.chaos import ChaosSettings, run_chaos_bench
+
+    result = run_chaos_bench(
+        ChaosSettings(
+            seconds=seconds, seed=seed, queries=queries, agents=agents, keep_state=keep_state
+        )
+    )
+    print(json.dumps(result) if as_json else json.dumps(result, indent=2))
+    if not result["ok"]:
+        raise typer.Exit(1)
+
+
 def main() -> None:
     """Run the command, then leave without interpreter finalization: the Temporal client's
     Tokio threads (its Rust core) can outlive the command and race the interpreter's teardown,
