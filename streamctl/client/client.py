@@ -393,8 +393,17 @@ class CoordinatorClient:
     async def ask_many(self, requests: Sequence[Request]) -> list[Response]:
         """Send many requests; return their responses in order (the coordinator's errors are
         not raised; a client-side error such as :class:`RequestTimeout` is)."""
-        items = [await self._enqueue_request_async(r.to_envelope(new_id())) for r in requests]
-        return [await self._outcome(item) for item in items]
+        items: list[_Outgoing] = []
+        try:
+            for request in requests:
+                items.append(await self._enqueue_request_async(request.to_envelope(new_id())))
+            return [await self._outcome(item) for item in items]
+        finally:
+            # After an error nobody reads the others' outcomes (cancelling a read one is a
+            # no-op), and asyncio would report each one's error as never retrieved.
+            for item in items:
+                if item.waiter is not None:
+                    item.waiter.future.cancel()
 
     async def ask_response(self, request: Request, *, request_id: str | None = None) -> Response:
         envelope = request.to_envelope(request_id or new_id())
