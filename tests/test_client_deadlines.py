@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
-from conftest import DevServer, coordinator_worker
+from conftest import DevServer, coordinator_worker, wait_until
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from temporalio.client import Client
@@ -43,7 +43,7 @@ HUNG = "still waiting"
 NO_SHRINKING = (Phase.explicit, Phase.reuse, Phase.generate)
 """The property tests' failure is a call that hangs until the guard: shrinking would repeat
 such hangs for minutes, and the failing example is reported as found."""
-SLACK_S = 0.6
+SLACK_S = 1.0
 """How long after its deadline a call may take to return (scheduling on 2 busy cores)."""
 STACK_KEY = base64.b64encode(b"s" * 32).decode()
 OTHER_KEY = base64.b64encode(b"c" * 32).decode()
@@ -192,9 +192,8 @@ async def test_a_coordinator_that_never_answers_times_out_every_kind_of_ask(
         blocking_outcome_of, lambda: unanswered_client.ask_blocking(m.GetSink("s")), budget + 10
     )
     assert_timed_out(outcome, elapsed, budget)
-    # The update stays unanswered: its attempt ended at the deadline and carries no request.
-    await asyncio.sleep(0.2)
-    assert unanswered_client._inflight_updates == 0
+    # The update stays unanswered: its attempt ends at the deadline, holding no slot.
+    await wait_until(lambda: unanswered_client._inflight_updates == 0, timeout=5)
 
 
 @settings(
