@@ -36,6 +36,19 @@ Guarantees
   entities, not by rate; a signal batch seen before from the same sender is dropped.
 * Nothing a client sends is interpreted here beyond an envelope's kind and id: bodies are
   decoded in the activity, so bad input can fail only its own request, never a workflow task.
+  The ``events`` signal takes its arguments raw and decodes them strictly
+  (:func:`~streamctl.workflows.wire.decode_event_batch`), the ``submit`` validator refuses a
+  payload whose envelopes do not match its ids, and both count what they refuse
+  (``streamctl_refused_messages``).
+* No input is retried forever: a pass ends after :data:`PASS_ATTEMPTS` attempts, and one that
+  failed for good is split in halves, each run as a pass of its own, down to the one message
+  that fails alone, which is answered ``INTERNAL`` (a request) or dropped (an event) and kept
+  aside by ``quarantine_message``. A pass that failed because the catalog could not be reached
+  (``CatalogUnavailable``) is tried again, as long as the outage lasts.
+* Everything carried stays under Temporal's 2 MB payload limit: pass results by the pass's
+  own budgets (:mod:`streamctl.limits`), events over ``MAX_REQUEST_BYTES`` are dropped on
+  arrival, and continue-as-new waits until the pending events fit
+  :data:`MAX_CARRIED_EVENT_BYTES`.
 * Agent actions (start, stop, reconcile) run as activities beside the loop; each outcome comes
   back as a ``QueryStatusChanged`` event into a later pass. An action is never lost: before
   continue-as-new the run waits up to ``action_drain_timeout`` for the actions under way (an
