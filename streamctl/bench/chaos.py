@@ -375,7 +375,7 @@ class _Request:
 
 
 @dataclass
-class _Kill:
+class Kill:
     target: str
     at_s: float
     scheduled_s: float
@@ -411,7 +411,7 @@ class _Run:
     wall0: float = 0.0
     stopping: bool = False
     requests: list[_Request] = field(default_factory=list)
-    kills: list[_Kill] = field(default_factory=list)
+    kills: list[Kill] = field(default_factory=list)
     fed: dict[int, int] = field(default_factory=dict)
     """Rows fed per query index (ids 1..n)."""
     heartbeats_sent: int = 0
@@ -510,7 +510,7 @@ async def _feed(run: _Run, sources: dict[int, Path]) -> None:
         await asyncio.sleep(max(0.0, next_at - time.monotonic()))
 
 
-def _victim(run: _Run, kill: _Kill) -> int | None:
+def _victim(run: _Run, kill: Kill) -> int | None:
     """The pid to kill for ``kill`` (its slot chosen already), or None if none runs now;
     sets what it is."""
     supervisor = run.supervisor
@@ -538,7 +538,7 @@ def _victim(run: _Run, kill: _Kill) -> int | None:
     return run.postgres.postmaster_pid()
 
 
-def _replacement_running(run: _Run, kill: _Kill) -> bool:
+def _replacement_running(run: _Run, kill: Kill) -> bool:
     """Whether a new process runs where the killed one did."""
     supervisor = run.supervisor
     if kill.target == "coordinator_worker":
@@ -560,7 +560,7 @@ def _replacement_running(run: _Run, kill: _Kill) -> bool:
     return run.postgres.answers()
 
 
-async def _await_restart(run: _Run, kill: _Kill, timeout: float = 300.0) -> None:
+async def _await_restart(run: _Run, kill: Kill, timeout: float = 300.0) -> None:
     killed_at = time.monotonic()
     while time.monotonic() - killed_at < timeout:
         if await asyncio.to_thread(_replacement_running, run, kill):
@@ -578,7 +578,7 @@ async def _kill_all(run: _Run, schedule: list[tuple[float, str]]) -> None:
     rng = random.Random(run.settings.seed + 1)
     for scheduled, target in schedule:
         await asyncio.sleep(max(0.0, scheduled - run.now_s()))
-        kill = _Kill(target, run.now_s(), scheduled)
+        kill = Kill(target, run.now_s(), scheduled)
         if target == "coordinator_worker":
             kill.slot = rng.randrange(len(run.supervisor.workers))
         elif target in SPARK_TARGETS:
@@ -639,7 +639,9 @@ def _sink_rows(data: Path, index: int) -> Counter[tuple[Any, ...]]:
     return Counter(read_file_sink(None, spec))
 
 
-def _sink_figures(data: Path, fed: dict[int, int]) -> dict[str, Any]:
+def sink_figures(data: Path, fed: dict[int, int]) -> dict[str, Any]:
+    """The committed rows of sinks ``data/sink_N`` against the rows fed to ``src_N``
+    (``fed[N]`` rows: ids 1..fed[N], ``v = 2 * id``), as multisets."""
     lost = doubled = unexpected = read = 0
     per_sink = {}
     for index, count in fed.items():
@@ -694,11 +696,11 @@ def _catalog_figures(run: _Run) -> dict[str, Any]:
             "SELECT count(*) FROM (SELECT 1 FROM changelog GROUP BY message_id, entity, key, "
             "action HAVING count(*) > 1) AS groups"
         ).fetchone()
-        workers = list(
+        changelog = list(
             connection.execute(
-                "SELECT c.key, c.action, s.committed_at FROM changelog c "
-                "JOIN snapshot_versions s ON s.version = c.version "
-                "WHERE c.entity = 'worker' ORDER BY c.version, c.seq"
+                "SELECT s.committed_at, c.version, c.seq, c.entity, c.key, c.action, c.reason "
+                "FROM changelog c JOIN snapshot_versions s ON s.version = c.version "
+                "WHERE c.entity <> 'logical_source' ORDER BY c.version, c.seq"
             )
         )
         query_actions: dict[str, int] = dict(
@@ -706,20 +708,32 @@ def _catalog_figures(run: _Run) -> dict[str, Any]:
                 "SELECT action, count(*) FROM changelog WHERE entity = 'query' GROUP BY action"
             ).fetchall()
         )
+    # For the diagnosis of a run that is kept: what happened to workers, queries and sinks.
+    with (run.root / "changelog.tsv").open("w") as out:
+        for at, version, seq, entity, key, action, reason in changelog:
+            line = [f"{at - run.wall0:.2f}", version, seq, entity, key, action, reason]
+            out.write("\t".join(str(part).replace("\n", " ") for part in line) + "\n")
+    workers = [
+        (key, action, at) for at, _, _, entity, key, action, _ in changelog if entity == "worker"
+    ]
     return {
         "sources": sources,
         "creates": creates,
         "applied_twice": int(twice[0]) if twice else 0,
         "workers": workers,
+        "worker_actions": dict(Counter(action for _, action, _ in workers)),
         "query_actions": query_actions,
     }
 
 
-def _dead_figures(run: _Run, workers: list[tuple[str, str, float]]) -> dict[str, Any]:
-    """``->DEAD`` transitions, each counted unless its agent's process had been killed and
-    had not registered again yet."""
+def dead_figures(
+    kills: list[Kill], wall0: float, workers: list[tuple[str, str, float]]
+) -> dict[str, Any]:
+    """``->DEAD`` transitions among ``workers`` ((name, action, wall time) of the changelog),
+    each counted unless its agent's process had been killed and had not registered again yet
+    (``wall0``: when the load began)."""
     agent_kills: dict[str, list[float]] = {}
-    for kill in run.kills:
+    for kill in kills:
         if kill.target == "agent" and kill.pid is not None and kill.which is not None:
             agent_kills.setdefault(kill.which, []).append(kill.wall)
     transitions = []
@@ -738,11 +752,11 @@ def _dead_figures(run: _Run, workers: list[tuple[str, str, float]]) -> dict[str,
                 None,
             )
             if killed_at <= at and (back is None or at <= back):
-                excused = f"its process was killed at {killed_at - run.wall0:.1f}s"
+                excused = f"its process was killed at {killed_at - wall0:.1f}s"
         transitions.append(
             {
                 "agent": name,
-                "at_s": round(at - run.wall0, 1),
+                "at_s": round(at - wall0, 1),
                 "counted": excused is None,
                 **({"excused": excused} if excused else {}),
             }
@@ -850,7 +864,7 @@ async def _chaos(run: _Run) -> dict[str, Any]:
 
         verify_began = time.monotonic()
         listed = await _ask_until(client, m.ListQueries())
-        sink = await asyncio.to_thread(_sink_figures, data, run.fed)
+        sink = await asyncio.to_thread(sink_figures, data, run.fed)
         try:
             await asyncio.to_thread(beats.flush_events, 120)
             unflushed = False
@@ -880,7 +894,7 @@ async def _chaos(run: _Run) -> dict[str, Any]:
     }
     refused_applied = [r for r in refused if r.outcome != "ALREADY_EXISTS" and r.name in present]
     latencies = sorted(r.latency_s for r in acked if r.latency_s is not None)
-    dead = _dead_figures(run, catalog["workers"])
+    dead = dead_figures(run.kills, run.wall0, catalog["workers"])
     kills: dict[str, list[dict[str, Any]]] = {}
     for kill in run.kills:
         kills.setdefault(kill.target, []).append(kill.report())
@@ -893,6 +907,7 @@ async def _chaos(run: _Run) -> dict[str, Any]:
         "requests_failed": len(failed),
         "requests_failed_but_applied": sum(r.name in present for r in failed),
         "requests_refused": dict(Counter(r.outcome for r in refused)),
+        "sources_in_catalog": len(present),
         "lost": sum(r.name not in present for r in acked),
         "doubled": len(doubled),
         "changelog_applied_twice": catalog["applied_twice"],
@@ -908,6 +923,7 @@ async def _chaos(run: _Run) -> dict[str, Any]:
         "heartbeat_max_gap_s": round(run.heartbeat_max_gap_s, 2),
         "heartbeats_unflushed_at_end": unflushed,
         **dead,
+        "worker_transitions": catalog["worker_actions"],
         "queries": s.queries,
         "queries_running_at_end": states.get("RUNNING", 0),
         "query_states_at_end": dict(states),
