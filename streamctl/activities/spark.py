@@ -47,6 +47,7 @@ import io
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -94,6 +95,9 @@ of this agent would otherwise stay forever)."""
 
 REPORT_INTERVAL_S = 5.0
 """How often the agent reports each run it has active (``RUNNING`` with its run number)."""
+
+MAX_UNSENT = 10_000
+"""Reports of ended runs kept while the client's outbox is full (sent again by the sweeps)."""
 
 LATE_MARGIN_S = 2.0
 """A start attempt counts as given up this long before its start-to-close timeout, so that what
@@ -228,9 +232,10 @@ class SparkQueries:
         self._started: dict[int, _Started] = {}  # runs started here and not yet ended
         self._ended_early: dict[str, str | None] = {}  # run id -> error, ended before recorded
         self._active: set[int] = set()  # query ids started here and not yet terminated
-        self._starting: int | None = None  # the query whose start is calling into Spark
+        self._starting: tuple[int, float] | None = None  # (query, since) calling into Spark
         self._verdicts: dict[int, str] = {}  # a lost start's crash report, for its action
         self._strikes = Strikes(containment.memory)
+        self._unsent: deque[m.Event] = deque(maxlen=MAX_UNSENT)
         self._listener = _Listener(self)
         self.session.streams.addListener(self._listener)
 
@@ -285,7 +290,7 @@ class SparkQueries:
             if not self._spark.up:
                 raise self._unavailable(f"starting query {query_id}")
             generation = self._spark.generation
-            self._starting = query_id
+            self._starting = (query_id, time.monotonic())
             try:
                 try:
                     spark_query = self._start_on_spark(assignment)
@@ -545,9 +550,31 @@ class SparkQueries:
             status = AgentStatus.STOPPED
         else:
             status = AgentStatus.FINISHED
-        self._emit(
+        self._send(
             m.QueryStatusChanged(query_id, str(status), error, agent=self.agent, run=started.run)
         )
+
+    def _send(self, event: m.Event) -> None:
+        """Emit ``event``. A report of a run's end that the outbox cannot take now (the
+        coordinator is away) is kept and sent again by the next sweep: lost, it would leave
+        the coordinator believing a dead run runs. Progress and ``RUNNING`` reports come
+        again anyway."""
+        try:
+            self._emit(event)
+        except Exception as error:
+            ended = isinstance(event, m.QueryStatusChanged) and event.status != AgentStatus.RUNNING
+            if ended:
+                self._unsent.append(event)
+            log.warning("agent %s: could not send %s (%s)", self.agent, type(event).__name__, error)
+
+    def _send_unsent(self) -> None:
+        with self._registry:
+            while self._unsent:
+                try:
+                    self._emit(self._unsent[0])
+                except Exception:
+                    return
+                self._unsent.popleft()
 
     def on_progress(self, name: str | None, run_id: str, values: dict[str, float]) -> None:
         query_id = self._query_id_of(name)
@@ -556,7 +583,7 @@ class SparkQueries:
         started = self._started.get(query_id)
         if started is not None and started.run_id == run_id:
             started.progressed_at = time.monotonic()
-        self._emit(m.Statistics(query_id, values))
+        self._send(m.Statistics(query_id, values))
 
     # --- the agent's Spark (streamctl.worker.spark_watchdog.SparkUser) ---------------------
 
@@ -564,6 +591,7 @@ class SparkQueries:
         """Each second while Spark is up: report runs that ended without a callback, note
         which runs are in a micro-batch (for the blame if Spark dies), and every
         ``report_interval`` report the active runs."""
+        self._send_unsent()
         generation = self._spark.generation
         now = time.monotonic()
         for _query_id, started in self._recorded():
@@ -584,7 +612,7 @@ class SparkQueries:
             with self._registry:
                 for query_id, started in self._started.items():
                     if started.generation == generation and started.reconciled:
-                        self._emit(
+                        self._send(
                             m.QueryStatusChanged(
                                 query_id,
                                 str(AgentStatus.RUNNING),
@@ -593,17 +621,30 @@ class SparkQueries:
                             )
                         )
 
-    def spark_lost(self, generation: int, reason: str) -> None:
+    def spark_lost(self, generation: int, reason: str, by_itself: bool) -> None:
         """Spark ``generation`` died (its JVM is dead already): report every run on it
-        ``CRASHED``, the death blamed on at most one of them (streamctl.lifecycle.spark)."""
+        ``CRASHED``; a death ``by_itself`` (not a JVM killed from outside) is blamed on at most
+        one of them (streamctl.lifecycle.spark)."""
         now = time.monotonic()
         starting = self._starting
         limit = self._containment.max_strikes
         with self._registry:
             lost = [(q, s) for q, s in self._started.items() if s.generation <= generation]
-            facts = [RunFacts(q, s.started_at, s.busy_since, s.progressed_at is not None)
-                     for q, s in lost]  # fmt: skip
-            blamed = suspect(starting, facts, now, self._containment.suspect_window)
+            facts = [
+                RunFacts(
+                    query_id,
+                    started.started_at,
+                    started.busy_since,
+                    started.progressed_at is not None,
+                    self._strikes.count(query_id, now),
+                )
+                for query_id, started in lost
+            ]
+            if starting is not None and all(q != starting[0] for q, _ in lost):
+                since = starting[1]
+                facts.append(RunFacts(starting[0], since, since, False))  # its start is its work
+            window = self._containment.suspect_window
+            blamed = suspect(facts, now, window) if by_itself else None
             strikes = self._strikes.add(blamed, now) if blamed is not None else 0
             for query_id, _started in lost:
                 del self._started[query_id]
@@ -615,12 +656,13 @@ class SparkQueries:
                     else f"{SPARK_LOST} the Spark of agent {self.agent} went down ({reason}); "
                     "the query restarts from its checkpoint"
                 )
-                self._emit(
+                self._send(
                     m.QueryStatusChanged(
                         query_id, str(AgentStatus.CRASHED), error, agent=self.agent, run=started.run
                     )
                 )
-            if blamed is not None and blamed == starting and all(q != blamed for q, _ in lost):
+            if blamed is not None and all(q != blamed for q, _ in lost):
+                # Blamed while starting: its start action answers with the crash.
                 self._verdicts[blamed] = self._blame(blamed, reason, strikes, limit)
         if blamed is not None:
             log.warning(

@@ -14,11 +14,13 @@ States
 
 Blame and containment
 ---------------------
-A death of Spark is blamed on at most one query (:func:`suspect`): the one being started, else
-the one whose micro-batch had been running longest when Spark died, else the most recently
-started one that had not completed a batch yet (if it started within the suspect window). The
-suspect's crash counts against it (:class:`Strikes`); after ``max_strikes`` it is contained: it
-ends ``FAILED`` instead of restarting. Every other query lost with Spark is not at fault: it
+A death of Spark by itself (not a JVM killed from outside by a signal) is blamed on at most one
+query (:func:`suspect`): the one whose unfinished work had run longest when Spark died (a
+micro-batch in progress since its last completed one, or a start under way), else, among runs
+that had not completed a micro-batch yet and started within the suspect window, one blamed
+before, then the most recently started. The suspect's crash counts against it
+(:class:`Strikes`); after ``max_strikes`` it is contained: it ends ``FAILED`` instead of
+restarting. Every other query lost with Spark is not at fault: it
 restarts at once and the crash does not count against its restarts.
 """
 
@@ -93,26 +95,24 @@ class Containment:
 
 @dataclass(frozen=True)
 class RunFacts:
-    """What the agent knew about one lost run when Spark died (monotonic seconds)."""
+    """What the agent knew about one lost run (or start under way) when Spark died
+    (monotonic seconds)."""
 
     query_id: int
     started_at: float
-    busy_since: float | None  # when its current micro-batch began, as last observed; None: idle
+    busy_since: float | None  # when its unfinished work began, as last observed; None: idle
     progressed: bool  # it completed a micro-batch on this Spark
+    strikes: int = 0  # deaths of Spark blamed on the query before
 
 
-def suspect(
-    starting: int | None, runs: Sequence[RunFacts], now: float, window: float
-) -> int | None:
+def suspect(runs: Sequence[RunFacts], now: float, window: float) -> int | None:
     """The query a death of Spark is blamed on (see the module docstring), or None."""
-    if starting is not None:
-        return starting
     busy = [run for run in runs if run.busy_since is not None]
     if busy:
-        return min(busy, key=lambda run: (run.busy_since, -run.query_id)).query_id
+        return min(busy, key=lambda run: (run.busy_since, run.query_id)).query_id
     fresh = [run for run in runs if not run.progressed and now - run.started_at <= window]
     if fresh:
-        return max(fresh, key=lambda run: (run.started_at, run.query_id)).query_id
+        return max(fresh, key=lambda run: (run.strikes, run.started_at, run.query_id)).query_id
     return None
 
 
@@ -122,6 +122,10 @@ class Strikes:
 
     memory: float
     _times: dict[int, list[float]] = field(default_factory=dict)
+
+    def count(self, query_id: int, now: float) -> int:
+        """The strikes of ``query_id`` within memory."""
+        return sum(1 for t in self._times.get(query_id, []) if now - t <= self.memory)
 
     def add(self, query_id: int, now: float) -> int:
         """Count one more strike of ``query_id``; answers its strikes within memory."""

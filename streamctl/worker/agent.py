@@ -82,7 +82,7 @@ class _Heartbeats:
     def __init__(self, send: Callable[[bool], None]) -> None:
         self._send = send
 
-    def spark_lost(self, generation: int, reason: str) -> None:
+    def spark_lost(self, generation: int, reason: str, by_itself: bool) -> None:
         self._send(False)
 
     def spark_recreated(self, session: Any, generation: int) -> None:
@@ -198,10 +198,12 @@ async def run_agent(
     finally:
         await asyncio.to_thread(watchdog.close)
         await asyncio.to_thread(queries.stop_all)
+        # Stopping the session drains Spark's listener bus: the stopped queries' reports go
+        # out before the goodbye and before the client closes.
+        with contextlib.suppress(Exception):  # a broken Spark may not stop cleanly
+            await asyncio.to_thread(watchdog.session.stop)
         with contextlib.suppress(Exception):
             await coordinator.send(m.UnregisterWorker(name))
         await asyncio.to_thread(coordinator.close)
-        with contextlib.suppress(Exception):  # a broken Spark may not stop cleanly
-            await asyncio.to_thread(watchdog.session.stop)
     if broken:
         raise SparkBroken(f"agent {name} stopped: {broken[0]}")

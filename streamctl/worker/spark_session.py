@@ -142,6 +142,13 @@ def spark_down_reason(session: Any) -> str | None:
     return "the SparkContext stopped" if stopped else None
 
 
+def killed_by_signal(session: Any) -> bool:
+    """Whether the driver JVM was killed by a signal (from outside: an operator, the kernel's
+    OOM killer) rather than ended, stopped or hung by what Spark itself ran."""
+    process = driver_process(session)
+    return process is not None and process.poll() is not None and process.returncode < 0
+
+
 def discard_spark_session(session: Any, timeout: float = 30.0) -> None:
     """Make sure nothing of ``session`` runs any more, and let the next session start afresh.
 

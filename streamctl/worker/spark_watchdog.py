@@ -35,7 +35,11 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from streamctl.lifecycle.spark import SparkPolicy, SparkState, SparkTrigger, transition
-from streamctl.worker.spark_session import discard_spark_session, spark_down_reason
+from streamctl.worker.spark_session import (
+    discard_spark_session,
+    killed_by_signal,
+    spark_down_reason,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +49,10 @@ class SparkUser(Protocol):
     the watchdog's :meth:`SparkWatchdog.still_up` from ``spark_lost`` or ``spark_recreated``
     (they run under the watchdog's lock); ``spark_tick`` may."""
 
-    def spark_lost(self, generation: int, reason: str) -> None: ...
+    def spark_lost(self, generation: int, reason: str, by_itself: bool) -> None:
+        """Spark ``generation`` died (its JVM is dead); ``by_itself``: not killed from
+        outside, so what it ran may be to blame."""
+        ...
 
     def spark_recreated(self, session: Any, generation: int) -> None: ...
 
@@ -199,6 +206,7 @@ class SparkWatchdog:
         generation = self._generation
         self._last_reason = reason
         self._losses.append(time.monotonic())
+        by_itself = not killed_by_signal(self._session)
         log.error("agent %s: Spark (session %d) is down: %s", self._name, generation, reason)
         try:
             discard_spark_session(self._session)
@@ -206,7 +214,7 @@ class SparkWatchdog:
             log.exception("agent %s: discarding the dead session failed", self._name)
         for user in self._users:
             try:
-                user.spark_lost(generation, reason)
+                user.spark_lost(generation, reason, by_itself)
             except Exception:
                 log.exception("agent %s: reporting the loss of Spark failed", self._name)
         self._wake.set()
