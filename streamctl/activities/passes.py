@@ -25,9 +25,10 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
@@ -252,6 +253,9 @@ class CatalogActivities:
                 answers[request.id] = _error(request.id, error.code, error.message, version)
         for pending in pass_input.events:
             envelope = pending.envelope
+            if not isinstance(envelope.id, str) or not isinstance(envelope.kind, str):
+                log.warning("dropping an event without a string id and kind")
+                continue  # the workflow drops these already; histories from before may not
             if envelope.kind in m.INTERNAL_EVENT_KINDS and envelope.id[:1] != "~":
                 continue  # only the workflow itself ("~"-prefixed ids) may send internal events
             try:
@@ -337,76 +341,53 @@ class CatalogActivities:
         exactly that message: its savepoint is rolled back, the view is read again from what
         the earlier messages wrote, and the message is answered with an error (a request) or
         dropped (an event), and quarantined, while the rest of the pass commits."""
-        session = out.session
-        version = out.snapshot.version
+
+        def apply_one(message: m.Message, message_id: str, received_at: float) -> Any:
+            response = _apply_message(ctx, out, message, message_id, received_at)
+            ctx.view.write()
+            ctx.view.mark_written()
+            if response is not None and message_id not in out.unstored:
+                out.answered(first_of[message_id], response)
+            out.changed(message_id, ctx.changes)
+            return response
+
         for message_id, received_at, message in work:
-            actions_before = len(ctx.actions)
-            savepoint = session.begin_nested()
-            try:
-                response = _apply_message(ctx, out, message, message_id, received_at)
-                ctx.view.write()
-                ctx.view.mark_written()
-                if response is not None and message_id not in out.unstored:
-                    out.answered(first_of[message_id], response)
-                out.changed(message_id, ctx.changes)
-                out.flush()
-                savepoint.commit()
-            except Exception as error:
-                if _is_transient(error):
-                    raise
-                savepoint.rollback()
-                out.discard()
-                del ctx.actions[actions_before:]
-                ctx.view = CatalogView(session, version, ctx.view.now)
+            response, error = _in_savepoint(
+                out, partial(apply_one, message, message_id, received_at), ctx
+            )
+            if error is not None:
                 request = first_of.get(message_id) if isinstance(message, m.Request) else None
                 response = self._quarantine(out, request, message_id, message.kind, message, error)
             if response is not None:
                 answers[message_id] = response
-        savepoint = session.begin_nested()
-        try:
+
+        def schedule() -> None:
             ctx.changes.clear()
-            actions_before = len(ctx.actions)
             queries_stage.schedule(ctx)
             ctx.view.write()
             ctx.view.mark_written()
-            out.changed(f"~schedule-{version}", ctx.changes)
-            out.flush()
-            savepoint.commit()
-        except Exception as error:
-            if _is_transient(error):
-                raise
-            savepoint.rollback()
-            out.discard()
-            del ctx.actions[actions_before:]
-            ctx.view = CatalogView(session, version, ctx.view.now)
-            log.exception("pass %d: scheduling failed; the next pass tries again", version)
+            out.changed(f"~schedule-{out.snapshot.version}", ctx.changes)
+
+        if _in_savepoint(out, schedule, ctx)[1] is not None:
+            log.error(
+                "pass version %d: scheduling failed; a later pass tries again", out.snapshot.version
+            )
         for request in first_of.values():
             answer = answers[request.id]
             if (
-                answer.version == version
-                and not out.has_answered(request.id)
-                and request.id not in out.unstored
+                answer.version != out.snapshot.version
+                or out.has_answered(request.id)
+                or request.id in out.unstored
             ):
-                savepoint = session.begin_nested()
-                try:
-                    out.answered(request, answer)
-                    out.flush()
-                    savepoint.commit()
-                except Exception as error:
-                    if _is_transient(error):
-                        raise
-                    savepoint.rollback()
-                    out.discard()
-                    quarantined = self._quarantine(
-                        out,
-                        request,
-                        request.id,
-                        str(request.envelope.kind),
-                        request.envelope.body,
-                        error,
-                    )
-                    assert quarantined is not None
-                    answers[request.id] = quarantined
+                continue
+            _, error = _in_savepoint(out, partial(out.answered, request, answer))
+            if error is not None:
+                kind = str(request.envelope.kind)
+                refused = self._quarantine(
+                    out, request, request.id, kind, request.envelope.body, error
+                )
+                assert refused is not None
+                answers[request.id] = refused
 
     def _quarantine(
         self,
@@ -436,44 +417,24 @@ class CatalogActivities:
             reference,
             exc_info=error,
         )
-        session = out.session
-        savepoint = session.begin_nested()
-        try:
-            bulk_insert(
-                session,
-                table_of(QuarantinedMessage),
-                [
-                    {
-                        "message_id": _storable(message_id, MAX_ID_LENGTH),
-                        "kind": _storable(kind, 64),
-                        "version": version,
-                        "reference": reference,
-                        "error": _storable(f"{type(error).__name__}: {error}", 4096),
-                        "body": _storable(repr(message), 64 * 1024),
-                        "created_at": time.time(),
-                    }
-                ],
-            )
-            savepoint.commit()
-        except Exception as failure:
-            if _is_transient(failure):
-                raise
-            savepoint.rollback()
-            log.exception("could not keep message %s in quarantine", message_id)
+        kept = {
+            "message_id": _storable(message_id, MAX_ID_LENGTH),
+            "kind": _storable(kind, 64),
+            "version": version,
+            "reference": reference,
+            "error": _storable(f"{type(error).__name__}: {error}", 4096),
+            "body": _storable(repr(message), 64 * 1024),
+            "created_at": time.time(),
+        }
+        table = table_of(QuarantinedMessage)
+        if _in_savepoint(out, lambda: bulk_insert(out.session, table, [kept]))[1] is not None:
+            log.error("could not keep message %s in quarantine", message_id)
         if request is None:
             return None  # an event: it is dropped (and kept in quarantine)
         response = _error(message_id, code, text, version)
-        savepoint = session.begin_nested()
-        try:
-            out.answered(request, response, storable_request=False)
-            out.flush()
-            savepoint.commit()
-        except Exception as failure:
-            if _is_transient(failure):
-                raise
-            savepoint.rollback()
-            out.discard()
-            log.exception("could not store the answer to %s; a retry applies it again", message_id)
+        stored = _in_savepoint(out, lambda: out.answered(request, response, storable_request=False))
+        if stored[1] is not None:
+            log.error("could not store the answer to %s; a retry applies it again", message_id)
         return response
 
     def _replay(
@@ -639,6 +600,34 @@ def _stored_row(
 class _Isolate(Exception):
     """The pass met a failure it cannot pin on one message while applying them together; it
     runs again with one savepoint per message (:meth:`CatalogActivities._apply_one_by_one`)."""
+
+
+_T = TypeVar("_T")
+
+
+def _in_savepoint(
+    out: _PassOutput, work: Callable[[], _T], ctx: PassContext | None = None
+) -> tuple[_T | None, Exception | None]:
+    """Run ``work`` and send what it staged in a savepoint of its own: committed if it
+    returns, rolled back if it raises, with what it staged, the agent actions it added and
+    (with ``ctx``) the view, which is read again from the catalog. A failure of the connection
+    to the catalog is not contained: the whole pass is tried again."""
+    actions_before = len(ctx.actions) if ctx is not None else 0
+    savepoint = out.session.begin_nested()
+    try:
+        value = work()
+        out.flush()
+        savepoint.commit()
+        return value, None
+    except Exception as error:
+        if _is_transient(error):
+            raise
+        savepoint.rollback()
+        out.discard()
+        if ctx is not None:
+            del ctx.actions[actions_before:]
+            ctx.view = CatalogView(out.session, out.snapshot.version, ctx.view.now)
+        return None, error
 
 
 def _is_transient(error: BaseException) -> bool:
