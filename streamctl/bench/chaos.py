@@ -56,7 +56,11 @@ Figures
   rows present more often than fed. ``sink_rows_unexpected``: rows never fed.
 * ``kills``: per target, each kill's time (seconds into the load), the pid, which process, and
   how long until a new one ran (``restarted_after_s``; PostgreSQL: until it answered again).
-  ``kills_missed``: scheduled kills that found no process to kill.
+  ``kills_missed``: scheduled kills that found no process to kill. A killed agent's record
+  also says how long its driver JVM outlived it (``jvm_exited_after_s``; a JVM that goes on
+  would be a second writer of its queries' checkpoints once they restart elsewhere).
+* ``processes_left_after_stop``: processes of the run still alive after the supervisor
+  stopped the stack (orphans of killed processes), by name; the run then kills them.
 * ``durations``: setup, load, request drain, sink wait, verification, total (seconds).
 * ``ok``: ``lost``, ``doubled``, ``changelog_applied_twice``, ``refused_but_applied``,
   ``healthy_agents_declared_dead``, the three sink figures and ``kills_missed`` are 0 and every
@@ -347,6 +351,13 @@ def _processes_of_run(state_dir: Path) -> list[int]:
     return found
 
 
+def _command_name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
 def _kill_run_processes(state_dir: Path) -> int:
     killed = 0
     for _ in range(5):
@@ -384,6 +395,9 @@ class Kill:
     slot: int | None = None
     """The supervisor's index of the killed coordinator worker or agent."""
     restarted_after_s: float | None = None
+    jvm_exited_after_s: float | None = None
+    """An agent's kill: how long its driver JVM outlived it (None: still alive after 60 s)."""
+    jvms: list[int] = field(default_factory=list)
     wall: float = 0.0
     note: str | None = None
 
@@ -396,6 +410,10 @@ class Kill:
                 None if self.restarted_after_s is None else round(self.restarted_after_s, 1)
             ),
         }
+        if self.target == "agent":
+            out["jvm_exited_after_s"] = (
+                None if self.jvm_exited_after_s is None else round(self.jvm_exited_after_s, 1)
+            )
         if self.note:
             out["note"] = self.note
         return out
@@ -569,6 +587,16 @@ async def _await_restart(run: _Run, kill: Kill, timeout: float = 300.0) -> None:
         await asyncio.sleep(0.2)
 
 
+async def _await_jvm_exit(kill: Kill, timeout: float = 60.0) -> None:
+    """A killed agent's driver JVM must not go on writing its queries' checkpoints."""
+    killed_at = time.monotonic()
+    while time.monotonic() - killed_at < timeout:
+        if not any(_alive(pid) for pid in kill.jvms):
+            kill.jvm_exited_after_s = time.monotonic() - killed_at
+            return
+        await asyncio.sleep(0.2)
+
+
 async def _restart_postgres(run: _Run, downtime: float) -> None:
     await asyncio.sleep(downtime)
     await asyncio.to_thread(run.postgres.restart)
@@ -595,11 +623,15 @@ async def _kill_all(run: _Run, schedule: list[tuple[float, str]]) -> None:
         if pid is None:
             kill.note = "no live process to kill within 60 s"
             continue
+        if target == "agent":
+            kill.jvms = _children(pid, "java")
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             kill.note = "the process was gone before the signal"
             continue
+        if target == "agent":
+            run.background.append(asyncio.create_task(_await_jvm_exit(kill)))
         if target == "postgres":
             downtime = rng.uniform(*POSTGRES_DOWNTIME_S)
             kill.note = f"restarted with pg_ctl after {downtime:.1f}s down"
@@ -992,6 +1024,9 @@ def run_chaos_bench(chaos: ChaosSettings | None = None) -> dict[str, Any]:
             result = asyncio.run(_chaos(run))
         finally:
             supervisor.stop()
+            # What outlived its stop: orphans of killed processes (process pools, JVMs).
+            leftovers = [_command_name(pid) for pid in _processes_of_run(state_dir)]
+        result["processes_left_after_stop"] = dict(Counter(leftovers))
     except Exception as error:
         result = {"ok": False, "error": f"{type(error).__name__}: {error}"}
     finally:
