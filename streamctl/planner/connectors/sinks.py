@@ -27,15 +27,18 @@ is exactly once when writing a batch twice has the effect of writing it once:
   (No update mode: NES checksums a stream of rows, not of row updates.)
 * ``POSTGRESQL``: each batch is written on the driver in one PostgreSQL transaction together
   with a marker row ``(query, stream id, batch id)`` in ``streamctl_sink_batches``; a batch
-  whose marker exists is skipped. The stream id is Spark's query id, kept in the checkpoint,
-  so a query started afresh (new checkpoint) is not mistaken for a replay. Exactly once.
-  Complete mode replaces the table's rows in that transaction.
+  whose marker exists is skipped. The stream id is Spark's query id, kept in the checkpoint
+  (``<checkpoint>/metadata``, read through the batch's own session, so the writer works on
+  Spark Connect sessions, which have no SparkContext), so a query started afresh (new
+  checkpoint) is not mistaken for a replay. Exactly once. Complete mode replaces the table's
+  rows in that transaction.
 * ``PRINT``: rows to the agent's stdout (``[query] row``); a replayed batch prints again: at
   least once. ``VOID``: Spark's ``noop`` sink.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -151,7 +154,9 @@ def batch_writer(
     if spec.type == "POSTGRESQL":
         if output_mode == "update":
             raise ConnectorError("POSTGRESQL sinks support the append and complete output modes")
-        return PostgresBatchWriter(spec, query_name, complete=output_mode == "complete")
+        return PostgresBatchWriter(
+            spec, query_name, complete=output_mode == "complete", checkpoint_dir=checkpoint_dir
+        )
     if spec.type == "PRINT":
         return PrintWriter(spec, query_name)
     raise ConnectorError(f"{spec.type} sinks are not written batch by batch")
@@ -167,6 +172,8 @@ def start_batch_writer(
     available_now: bool,
 ) -> StreamingQuery:
     """Start a streaming query handing each micro-batch to ``write`` (``foreachBatch``)."""
+    if isinstance(write, PostgresBatchWriter) and write.checkpoint_dir is None:
+        write = dataclasses.replace(write, checkpoint_dir=checkpoint_dir)  # its stream id
     writer = df.writeStream.foreachBatch(write)
     return _start(writer, query_name, checkpoint_dir, output_mode, available_now)
 
@@ -557,13 +564,31 @@ class PostgresBatchWriter:
 
     ``after_commit`` (tests) is called with the batch id after the transaction committed and
     before Spark commits the batch -- where a crash makes Spark replay a written batch.
+    ``checkpoint_dir`` is the query's: its ``metadata`` names the stream (without one, every
+    stream of the query is one).
     """
 
     spec: SinkSpec
     query_name: str
     complete: bool = False
     after_commit: Callable[[int], None] | None = None
+    checkpoint_dir: str | None = None
     _prepared: bool = field(default=False, repr=False)
+    _stream_id: str | None = field(default=None, repr=False)
+
+    def _stream(self, batch: DataFrame) -> str:
+        """Spark's query id, from the checkpoint's ``metadata`` file (``{"id": ...}``, written
+        when the query first started): one per checkpoint, whatever the run. Read with the
+        batch's session: ``foreachBatch`` on Spark Connect has no SparkContext whose local
+        properties would name it."""
+        if self._stream_id is None:
+            if self.checkpoint_dir is None:
+                self._stream_id = ""
+            else:
+                path = f"{self.checkpoint_dir.rstrip('/')}/metadata"
+                text = "".join(row.value for row in batch.sparkSession.read.text(path).collect())
+                self._stream_id = str(json.loads(text)["id"])
+        return self._stream_id
 
     def _table(self) -> Any:
         from psycopg import sql
@@ -607,7 +632,7 @@ class PostgresBatchWriter:
         import psycopg
         from psycopg import sql
 
-        stream_id = batch.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId") or ""
+        stream_id = self._stream(batch)
         conninfo, keywords = postgres_connect_args(self.spec.config)
         names = sql.SQL(", ").join(sql.Identifier(c["name"]) for c in self.spec.schema)
         with psycopg.connect(conninfo, **keywords) as connection:
