@@ -29,6 +29,10 @@ class StandInSpark:
     def wait_until_up(self, timeout: float, on_wait: Any = None) -> bool:
         return self.up
 
+    def kill(self, generation: int, reason: str) -> bool:
+        self.up = False
+        return True
+
 
 def agent(tmp_path: Path) -> tuple[SparkQueries, StandInSpark, list[m.Event]]:
     events: list[m.Event] = []
@@ -119,3 +123,17 @@ def test_the_coordinator_reads_the_tags_only_where_the_agent_puts_them():
     assert not lost_with_its_spark(f"[CAST_INVALID_INPUT] The value '{lost}' ...")
     assert contained("[CONTAINED] query 2 took the Spark of agent a1 down 2 times")
     assert not fails_on_its_input(lost)
+
+
+def test_a_run_that_does_not_stop_is_ended_with_its_jvm(tmp_path):
+    from streamctl.workflows.actions import StopAssignment
+
+    queries, spark, _events = agent(tmp_path)
+
+    def stop() -> None:
+        raise TimeoutError("Stream Execution thread failed to stop within 60000 ms")
+
+    stuck: Any = SimpleNamespace(isActive=True, stop=stop)
+    queries._record_start(4, _Started(query=stuck, run=2, run_id="r4"))
+    report = queries.stop(StopAssignment(4, 2))
+    assert (report.status, spark.up) == ("STOPPED", False)  # its Spark was killed for it

@@ -37,7 +37,9 @@ Guarantees:
 * Never two runs of one query: a start while a previous run of it is stopping waits for that
   run to end; a start that completes after its activity attempt gave up (timed out or
   cancelled) stops what it started and fails, since the coordinator may have placed the query
-  elsewhere meanwhile.
+  elsewhere meanwhile; a run that does not stop within Spark's stop timeout is ended by
+  killing the driver JVM (the agent rebuilds Spark; the other runs restart, blamed on nobody),
+  so a stop answers ``STOPPED`` only when the run is gone.
 """
 
 from __future__ import annotations
@@ -129,6 +131,10 @@ class SparkHandle(Protocol):
         """Wait (at most ``timeout`` seconds) while Spark is being rebuilt; whether it is up."""
         ...
 
+    def kill(self, generation: int, reason: str) -> bool:
+        """Kill the Spark of ``generation`` (and rebuild it); whether it is gone now."""
+        ...
+
 
 class FixedSpark:
     """One session taken to be alive for good (tests and tools running queries without an
@@ -144,6 +150,9 @@ class FixedSpark:
 
     def wait_until_up(self, timeout: float, on_wait: Callable[[], None] | None = None) -> bool:
         return True
+
+    def kill(self, generation: int, reason: str) -> bool:
+        return False  # not this handle's to kill
 
 
 @dataclass
@@ -379,10 +388,15 @@ class SparkQueries:
             current.stopping = True
         try:
             current.query.stop()  # outside the lock: waits for the running batch's thread
-        except Exception:
-            if self._spark.still_up(current.generation):
-                raise
-            # Its Spark died meanwhile, and the run with it (its JVM is killed).
+        except Exception as error:
+            if self._spark.still_up(current.generation) and _quietly_active(current):
+                # The run does not stop (a micro-batch that does not end within Spark's stop
+                # timeout). The coordinator may start the query elsewhere next: only the death
+                # of this JVM makes sure the run writes no more (the others restart).
+                reason = f"run {current.run} of query {assignment.query_id} did not stop: {error}"
+                if not self._spark.kill(current.generation, reason):
+                    raise
+            # Gone: its Spark died meanwhile (its JVM is killed), or it ended after all.
         self._active.discard(assignment.query_id)
         return self._report(assignment.query_id, assignment.run, AgentStatus.STOPPED)
 

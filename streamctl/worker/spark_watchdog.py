@@ -126,6 +126,15 @@ class SparkWatchdog:
             self._lose(reason)
             return False
 
+    def kill(self, generation: int, reason: str) -> bool:
+        """Kill the Spark of ``generation`` on purpose (a run that will not stop: only its JVM's
+        death makes sure it writes no more) and rebuild it like a lost one, blaming no query;
+        whether that Spark is gone now."""
+        with self._lock:
+            if generation == self._generation and self._state is SparkState.UP:
+                self._lose(reason, by_itself=False)
+            return generation != self._generation or self._state is not SparkState.UP
+
     def wait_until_up(self, timeout: float, on_wait: Callable[[], None] | None = None) -> bool:
         """Wait at most ``timeout`` seconds while Spark is being rebuilt (calling ``on_wait``
         about every second); whether it is up."""
@@ -200,13 +209,15 @@ class SparkWatchdog:
     def _no_answer(self) -> str:
         return f"Spark did not answer within {self.policy.probe_timeout:.0f} s"
 
-    def _lose(self, reason: str) -> None:
-        """Spark is dead (under the lock): kill its JVM, then tell the users."""
+    def _lose(self, reason: str, by_itself: bool | None = None) -> None:
+        """Spark is dead (under the lock): kill its JVM, then tell the users. It died by
+        itself unless it was killed on purpose or by a signal from outside."""
         self._state = transition(self._state, SparkTrigger.LOST)
         generation = self._generation
         self._last_reason = reason
         self._losses.append(time.monotonic())
-        by_itself = not killed_by_signal(self._session)
+        if by_itself is None:
+            by_itself = not killed_by_signal(self._session)
         log.error("agent %s: Spark (session %d) is down: %s", self._name, generation, reason)
         try:
             discard_spark_session(self._session)
