@@ -94,6 +94,10 @@ MEMORY_SIZE = re.compile(r"[1-9][0-9]*(?:[kmgtp]b?|b)?", re.IGNORECASE)
 (MiB)."""
 
 
+EXIT_GRACE_S = 2.0
+"""How long a driver JVM that stopped answering gets to be seen exiting."""
+
+
 def check_memory_size(text: str) -> str:
     """``text`` if it is a memory size Spark accepts, else a ``ValueError`` saying so."""
     if not MEMORY_SIZE.fullmatch(text.strip()):
@@ -138,6 +142,13 @@ def spark_down_reason(session: Any) -> str | None:
     try:
         stopped = bool(java_context.sc().isStopped())
     except Exception as error:
+        if process is not None:
+            # Its connection may close a moment before the dying process can be reaped: say
+            # how it ended (and whether it was killed) rather than that it does not answer.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(EXIT_GRACE_S)
+            if process.poll() is not None:
+                return f"the driver JVM (pid {process.pid}) {_exit_status(process.returncode)}"
         return f"the driver JVM does not answer: {_first_line(error)}"
     return "the SparkContext stopped" if stopped else None
 
