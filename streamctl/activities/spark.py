@@ -298,6 +298,8 @@ class SparkQueries:
                 return self._report(query_id, current.run, AgentStatus.RUNNING)
             if not self._spark.up:
                 raise self._unavailable(f"starting query {query_id}")
+            if attempt.gave_up():  # waited too long for the lock or for Spark
+                raise self._too_late(assignment, "did not start it")
             generation = self._spark.generation
             self._starting = (query_id, time.monotonic())
             try:
@@ -310,16 +312,9 @@ class SparkQueries:
                 if attempt.gave_up():
                     # The coordinator stopped waiting and may start the query elsewhere: two
                     # runs must never write one checkpoint.
-                    _stop_quietly(spark_query)
-                    log.warning(
-                        "query %d (run %d) started after its start action gave up (%s): stopped",
-                        query_id, assignment.run, attempt,
-                    )  # fmt: skip
-                    raise ApplicationError(
-                        f"query {query_id} (run {assignment.run}) started on agent {self.agent} "
-                        "after its start action gave up; stopped it again",
-                        type="StartTooLate",
-                    )
+                    with contextlib.suppress(Exception):
+                        self._end_run(spark_query, generation, f"a late start of {query_id}")
+                    raise self._too_late(assignment, "stopped it again")
                 started = _Started(
                     spark_query,
                     assignment.run,
@@ -356,6 +351,29 @@ class SparkQueries:
                 available_now=translated.available_now,
             )
 
+    def _too_late(self, assignment: QueryAssignment, outcome: str) -> ApplicationError:
+        log.warning(
+            "agent %s: the start of query %d (run %d) outlived its action: %s",
+            self.agent, assignment.query_id, assignment.run, outcome,
+        )  # fmt: skip
+        return ApplicationError(
+            f"the start of query {assignment.query_id} (run {assignment.run}) on agent "
+            f"{self.agent} outlived its action (timed out or cancelled); {outcome}",
+            type="StartTooLate",
+        )
+
+    def _end_run(self, query: StreamingQuery, generation: int, what: str) -> None:
+        """Stop a run for sure: one that does not stop within Spark's stop timeout is ended by
+        killing its driver JVM, since the coordinator may start the query elsewhere next
+        (the other runs restart, blamed on nobody). Raises if neither is possible."""
+        try:
+            query.stop()  # waits for the running micro-batch's thread
+        except Exception as error:
+            still_running = self._spark.still_up(generation) and _quietly_active(query)
+            if still_running and not self._spark.kill(generation, f"{what} did not stop: {error}"):
+                raise
+            # Gone: its Spark died meanwhile (its JVM is killed), or it ended after all.
+
     def _start_lost(self, assignment: QueryAssignment) -> QueryReport:
         """The answer of a start whose Spark died under it: the crash it is blamed for, or (not
         to blame) a retryable refusal, so that it starts on the rebuilt Spark."""
@@ -386,17 +404,9 @@ class SparkQueries:
                 # A stop decided before the coordinator started it here again: stale.
                 return self._report(assignment.query_id, current.run, AgentStatus.RUNNING)
             current.stopping = True
-        try:
-            current.query.stop()  # outside the lock: waits for the running batch's thread
-        except Exception as error:
-            if self._spark.still_up(current.generation) and _quietly_active(current):
-                # The run does not stop (a micro-batch that does not end within Spark's stop
-                # timeout). The coordinator may start the query elsewhere next: only the death
-                # of this JVM makes sure the run writes no more (the others restart).
-                reason = f"run {current.run} of query {assignment.query_id} did not stop: {error}"
-                if not self._spark.kill(current.generation, reason):
-                    raise
-            # Gone: its Spark died meanwhile (its JVM is killed), or it ended after all.
+        # Outside the lock: a stop waits for the running micro-batch.
+        what = f"run {current.run} of query {assignment.query_id}"
+        self._end_run(current.query, current.generation, what)
         self._active.discard(assignment.query_id)
         return self._report(assignment.query_id, assignment.run, AgentStatus.STOPPED)
 
@@ -439,7 +449,7 @@ class SparkQueries:
 
     def stop_all(self) -> None:
         with self._lock:
-            running = [s for _, s in self._recorded() if _quietly_active(s)]
+            running = [s for _, s in self._recorded() if _quietly_active(s.query)]
             for started in running:
                 started.stopping = True
         for started in running:
@@ -710,9 +720,9 @@ def _error_of(query: StreamingQuery) -> str | None:
     return None if exception is None else str(exception)
 
 
-def _quietly_active(started: _Started) -> bool:
+def _quietly_active(query: StreamingQuery) -> bool:
     try:
-        return bool(started.query.isActive)
+        return bool(query.isActive)
     except Exception:
         return False
 
