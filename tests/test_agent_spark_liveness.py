@@ -7,9 +7,11 @@
 * A query that exhausts the agent's driver heap (``--driver-memory 512m``, one 300 MB line):
   the same recovery for the other query, and the offending query ends ``FAILED`` after the
   bounded number of Spark deaths blamed on it, without costing the other query a restart.
+* A start whose action gave up (timed out) before the agent got to it leaves no stray run.
 
 On f29f918 the agent heartbeats ALIVE over a dead Spark: its queries stay RUNNING on run 1 and
-their sinks stop growing (and the second test's ``--driver-memory`` does not exist).
+their sinks stop growing (and the second test's ``--driver-memory`` does not exist); a start
+that outlives its action runs on, a stray nobody stops.
 """
 
 from __future__ import annotations
@@ -22,18 +24,26 @@ import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import wait_until
+from temporalio import workflow
+from temporalio.client import Client
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from test_agent_process import agent_probe, workflow_assignment
+from test_spark_actions import assignment
 
 from streamctl.client.client import CoordinatorClient
 from streamctl.planner.connectors.sinks import read_file_sink
 from streamctl.planner.connectors.specs import SinkSpec
 from streamctl.worker.supervisor import agent_command
 from streamctl.workflows import messages as m
-from streamctl.workflows.actions import query_name
+from streamctl.workflows.actions import QueryReport, agent_task_queue, query_name
 from streamctl.workflows.coordinator import CoordinatorConfig
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -270,3 +280,55 @@ async def test_a_query_that_exhausts_the_driver_heap_is_contained(
         later = await client.ask(m.CreateQuery("SELECT id, amount FROM orders INTO later"))
         await stack.wait_for(later["id"], running_again(0), timeout=RECOVERY_S)
         await wait_until(lambda: len(stack.rows("later", later["id"])) == 4, timeout=RECOVERY_S)
+
+
+@workflow.defn(name="ImpatientStart")
+class ImpatientStart:
+    """Starts a query on an agent as the coordinator does, but gives up after one second."""
+
+    @workflow.run
+    async def run(self, agent: str, job: Any) -> str:
+        try:
+            await workflow.execute_activity(
+                "start_query",
+                workflow_assignment(job),
+                task_queue=agent_task_queue(agent),
+                start_to_close_timeout=timedelta(seconds=1),
+                retry_policy=RetryPolicy(maximum_attempts=1),
+                result_type=QueryReport,
+            )
+        except ActivityError as error:
+            return f"gave up: {error.cause}"
+        return "started in time"
+
+
+async def test_a_start_that_outlives_its_action_leaves_no_stray_run(
+    start_coordinator, sqlite_url, tmp_path, temporal_client: Client
+):
+    """Fails on f29f918 (the start completes after the action timed out and the run goes on,
+    writing its sink, with no one to stop it); passes now."""
+    async with one_agent(start_coordinator, sqlite_url, tmp_path) as stack:
+        source_dir, sink_dir = tmp_path / "late-in", tmp_path / "late-out"
+        source_dir.mkdir()
+        job = assignment(41, 1, source_dir, sink_dir)
+        queue = f"impatient-{uuid.uuid4().hex[:6]}"
+        async with Worker(
+            temporal_client,
+            task_queue=queue,
+            workflows=[ImpatientStart],
+            workflow_runner=UnsandboxedWorkflowRunner(),
+        ):
+            outcome = await temporal_client.execute_workflow(
+                ImpatientStart.run,
+                args=[stack.name, job],
+                id=f"impatient-{uuid.uuid4().hex}",
+                task_queue=queue,
+            )
+        # The first start on a fresh JVM takes seconds: the action gives up first.
+        assert outcome.startswith("gave up"), outcome
+        (source_dir / "1.csv").write_text("1,50,1000\n2,60,1001\n")
+        await asyncio.sleep(8)  # long enough for a stray to start and write its sink
+        async with agent_probe(temporal_client, stack.name) as call:
+            assert await call("list_queries", stack.name) == []
+        sink = SinkSpec("big", "FILE", {"file_path": str(sink_dir)}, job.sink.schema)
+        assert read_file_sink(None, sink, query_name(41)) == []
