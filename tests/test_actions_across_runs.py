@@ -100,3 +100,63 @@ async def test_an_action_cut_short_by_continue_as_new_runs_again_in_the_next_run
         agent.release_first_start.set()
         await asyncio.to_thread(executor.shutdown)
         await asyncio.to_thread(client.close)
+
+
+class AgentWhoseStopsFail(StandInAgent):
+    """Its first ``failing`` stops raise (the agent is there, but its stop did not work)."""
+
+    def __init__(self, name: str, failing: int) -> None:
+        super().__init__(name)
+        self.release_first_start.set()
+        self.failing = failing
+        self.stops = 0
+
+    @activity.defn(name="stop_query")
+    def stop_query(self, assignment: StopAssignment) -> QueryReport:
+        self.stops += 1
+        if self.stops <= self.failing:
+            raise RuntimeError("the stop did not work (injected)")
+        return QueryReport(assignment.query_id, assignment.run, AgentStatus.STOPPED, self.name)
+
+
+async def test_a_failed_stop_is_not_reported_stopped(
+    temporal_client, start_coordinator, sqlite_url
+):
+    """Issue 16: on f29f918 a stop whose action failed was recorded STOPPED at once, though
+    the agent might still run the query. Now the query stays STOPPING and the stop is run
+    again; it is STOPPED once the agent says so."""
+    coordinator = await start_coordinator(sqlite_url)
+    agent = AgentWhoseStopsFail(f"a_{uuid.uuid4().hex[:6]}", failing=3)  # one action's attempts
+    executor = ThreadPoolExecutor(max_workers=4)
+    worker = Worker(
+        temporal_client,
+        task_queue=agent_task_queue(agent.name),
+        activities=[agent.start_query, agent.stop_query, agent.list_queries],
+        activity_executor=executor,
+    )
+    client = await coordinator.client().connect()
+    try:
+        async with worker:
+            await client.send(m.RegisterWorker(agent.name, capacity=2))
+            await client.ask(m.CreateLogicalSource("numbers", COLUMNS))
+            await client.ask(m.CreatePhysicalSource("numbers", "FILE", {"file_path": "in/"}))
+            await client.ask(m.CreateSink("out", COLUMNS, "VOID"))
+            created = await client.ask(m.CreateQuery("SELECT id FROM numbers INTO out"))
+
+            async def state() -> str:
+                return str((await client.ask(m.GetQuery(created["id"])))["current_state"])
+
+            await wait_until(lambda: state_is(state, "RUNNING"), timeout=60)
+            await client.ask(m.StopQuery(created["id"]))
+            await wait_until(lambda: agent.stops >= 3, timeout=60)
+            await asyncio.sleep(1.0)  # the failed action's outcome would have been applied
+            assert await state() == "STOPPING"
+            await wait_until(lambda: state_is(state, "STOPPED"), timeout=60)
+            assert agent.stops == 4
+    finally:
+        await asyncio.to_thread(executor.shutdown)
+        await asyncio.to_thread(client.close)
+
+
+async def state_is(state: object, wanted: str) -> bool:
+    return bool(await state() == wanted)  # type: ignore[operator]

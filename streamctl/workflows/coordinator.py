@@ -76,7 +76,8 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     from temporalio.api.common.v1 import Payload
@@ -88,6 +89,7 @@ with workflow.unsafe.imports_passed_through():
         AgentAction,
         ExplainReport,
         QueryReport,
+        StopAssignment,
         agent_task_queue,
     )
     from streamctl.workflows.messages import (
@@ -126,6 +128,12 @@ PASS_ISOLATION_PATCH = "pass-isolation"
 """Passes end after :data:`PASS_ATTEMPTS` and a failed one is split (older runs retried
 forever): the ``workflow.patched`` id that keeps older histories replaying as they ran."""
 PASS_ATTEMPTS = 4
+STOP_UNTIL_STOPPED_PATCH = "stop-until-stopped"
+"""A stop that failed while its agent is there is run again instead of reported STOPPED."""
+STOP_AFTER_FAILED_START_PATCH = "stop-after-failed-start"
+"""A failed start is followed by a stop of that run."""
+STOP_RETRY_DELAY = timedelta(seconds=10)
+STOP_ROUNDS = 6
 
 MIN_TIMER_WAIT = 0.02
 """Shorter batching waits run the pass at once: a workflow timer fired 100-200 ms late on the dev
@@ -707,8 +715,27 @@ class CoordinatorWorkflow:
     async def _run_action(self, action: AgentAction) -> None:
         """Run one agent action without blocking the loop; its outcome comes back as events
         (``QueryStatusChanged``, like the agents' own reports, or ``SparkPlanExplained``)
-        into a later pass."""
+        into a later pass.
+
+        A stop that failed while its agent is still there is run again after
+        :data:`STOP_RETRY_DELAY` (up to :data:`STOP_ROUNDS` times): only a stop that no agent
+        picked up (its agent is gone, and its Spark with it) reports ``STOPPED`` without the
+        agent's word, so the catalog never shows a query stopped while its run may go on. A
+        failed start is followed by a stop of that run, in case the start did land."""
         outcomes = await self._execute_action(action)
+        rounds = 1
+        while action.stop is not None and outcomes is _STOP_AGAIN and rounds < STOP_ROUNDS:
+            await workflow.sleep(STOP_RETRY_DELAY)
+            outcomes = await self._execute_action(action)
+            rounds += 1
+        if outcomes is _STOP_AGAIN:
+            # Still not stopped for sure: the query stays STOPPING (true) rather than STOPPED
+            # (maybe false). Liveness settles it if the agent is gone; a re-registration
+            # reconciles what it runs.
+            workflow.logger.error(
+                "%s failed %d times; leaving it STOPPING", action.description, rounds
+            )
+            return
         # Due at once: a query's next step (RUNNING, a restart) should not wait for a batch
         # to fill, so the outcome counts as having waited the whole batching timeout already.
         due = workflow.now().timestamp() - self.state.config.timeout
@@ -756,11 +783,23 @@ class CoordinatorWorkflow:
             if action.start is not None:
                 start = action.start
                 failed = f"start on {action.agent} failed: {reason}"
+                if workflow.patched(STOP_AFTER_FAILED_START_PATCH):
+                    # The start may have landed after its activity gave up (its answer lost):
+                    # stop that run; the agent ignores a stop of a run it does not have.
+                    self._start_action(
+                        AgentAction(action.agent, stop=StopAssignment(start.query_id, start.run))
+                    )
                 return [
                     QueryStatusChanged(
                         start.query_id, "CRASHED", failed, agent=action.agent, run=start.run
                     )
                 ]
+            if (
+                action.stop is not None
+                and not _never_picked_up(error)
+                and workflow.patched(STOP_UNTIL_STOPPED_PATCH)
+            ):
+                return _STOP_AGAIN
             if action.stop is not None:
                 # Nothing more to do here: if the agent still runs it, reconciliation stops it
                 # when the agent registers again.
@@ -856,6 +895,16 @@ class CoordinatorWorkflow:
             if seen < horizon:
                 self.state.sender_seen_at.pop(sender, None)
                 self.state.sender_seqs.pop(sender, None)
+
+
+_STOP_AGAIN: list[Event] = []
+"""The outcome of a stop that failed while its agent may still run the query."""
+
+
+def _never_picked_up(error: ActivityError) -> bool:
+    """Whether no agent took the action (its task queue has no poller: the agent is gone)."""
+    cause = error.cause
+    return isinstance(cause, ActivityTimeout) and cause.type == TimeoutType.SCHEDULE_TO_START
 
 
 def _count_refused(channel: str, reason: str) -> None:
