@@ -10,15 +10,19 @@ until the coordinator's run has changed, so the answer of that attempt can never
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import uuid
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import wait_until
 from temporalio import activity
+from temporalio.client import Client
 from temporalio.worker import Worker
 
+from streamctl.client.client import CoordinatorClient
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import (
     AgentStatus,
@@ -56,13 +60,9 @@ class StandInAgent:
         return []
 
 
-async def test_an_action_cut_short_by_continue_as_new_runs_again_in_the_next_run(
-    temporal_client, start_coordinator, sqlite_url
-):
-    coordinator = await start_coordinator(
-        sqlite_url, CoordinatorConfig(passes_per_run=3, action_drain_timeout=1.0)
-    )
-    agent = StandInAgent(f"a_{uuid.uuid4().hex[:6]}")
+@contextlib.asynccontextmanager
+async def stand_in_worker(temporal_client: Client, agent: StandInAgent) -> AsyncIterator[None]:
+    """``agent`` answering its task queue, and a registered query source and sink to use."""
     executor = ThreadPoolExecutor(max_workers=4)
     worker = Worker(
         temporal_client,
@@ -70,13 +70,32 @@ async def test_an_action_cut_short_by_continue_as_new_runs_again_in_the_next_run
         activities=[agent.start_query, agent.stop_query, agent.list_queries],
         activity_executor=executor,
     )
-    client = await coordinator.client().connect()
     try:
         async with worker:
-            await client.send(m.RegisterWorker(agent.name, capacity=2))
-            await client.ask(m.CreateLogicalSource("numbers", COLUMNS))
-            await client.ask(m.CreatePhysicalSource("numbers", "FILE", {"file_path": "in/"}))
-            await client.ask(m.CreateSink("out", COLUMNS, "VOID"))
+            yield
+    finally:
+        agent.release_first_start.set()
+        await asyncio.to_thread(executor.shutdown)
+
+
+async def declare_agent_and_query_parts(client: CoordinatorClient, agent: StandInAgent) -> None:
+    await client.send(m.RegisterWorker(agent.name, capacity=2))
+    await client.ask(m.CreateLogicalSource("numbers", COLUMNS))
+    await client.ask(m.CreatePhysicalSource("numbers", "FILE", {"file_path": "in/"}))
+    await client.ask(m.CreateSink("out", COLUMNS, "VOID"))
+
+
+async def test_an_action_cut_short_by_continue_as_new_runs_again_in_the_next_run(
+    temporal_client, start_coordinator, sqlite_url
+):
+    coordinator = await start_coordinator(
+        sqlite_url, CoordinatorConfig(passes_per_run=3, action_drain_timeout=1.0)
+    )
+    agent = StandInAgent(f"a_{uuid.uuid4().hex[:6]}")
+    client = await coordinator.client().connect()
+    try:
+        async with stand_in_worker(temporal_client, agent):
+            await declare_agent_and_query_parts(client, agent)
             first_run = (await coordinator.handle.describe()).run_id
             created = await client.ask(m.CreateQuery("SELECT id FROM numbers INTO out"))
             await wait_until(lambda: len(agent.starts) == 1)
@@ -97,8 +116,6 @@ async def test_an_action_cut_short_by_continue_as_new_runs_again_in_the_next_run
             await wait_until(running, timeout=60)
             assert agent.starts == [1, 1]  # the same start (run 1), asked again by the new run
     finally:
-        agent.release_first_start.set()
-        await asyncio.to_thread(executor.shutdown)
         await asyncio.to_thread(client.close)
 
 
@@ -127,20 +144,10 @@ async def test_a_failed_stop_is_not_reported_stopped(
     again; it is STOPPED once the agent says so."""
     coordinator = await start_coordinator(sqlite_url)
     agent = AgentWhoseStopsFail(f"a_{uuid.uuid4().hex[:6]}", failing=3)  # one action's attempts
-    executor = ThreadPoolExecutor(max_workers=4)
-    worker = Worker(
-        temporal_client,
-        task_queue=agent_task_queue(agent.name),
-        activities=[agent.start_query, agent.stop_query, agent.list_queries],
-        activity_executor=executor,
-    )
     client = await coordinator.client().connect()
     try:
-        async with worker:
-            await client.send(m.RegisterWorker(agent.name, capacity=2))
-            await client.ask(m.CreateLogicalSource("numbers", COLUMNS))
-            await client.ask(m.CreatePhysicalSource("numbers", "FILE", {"file_path": "in/"}))
-            await client.ask(m.CreateSink("out", COLUMNS, "VOID"))
+        async with stand_in_worker(temporal_client, agent):
+            await declare_agent_and_query_parts(client, agent)
             created = await client.ask(m.CreateQuery("SELECT id FROM numbers INTO out"))
 
             async def state() -> str:
@@ -154,7 +161,6 @@ async def test_a_failed_stop_is_not_reported_stopped(
             await wait_until(lambda: state_is(state, "STOPPED"), timeout=60)
             assert agent.stops == 4
     finally:
-        await asyncio.to_thread(executor.shutdown)
         await asyncio.to_thread(client.close)
 
 

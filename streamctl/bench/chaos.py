@@ -99,7 +99,7 @@ import psycopg
 from streamctl import config as settings
 from streamctl.client.client import CoordinatorClient, new_id
 from streamctl.client.errors import ClientError, OutboxFull, RequestTimeout
-from streamctl.worker.supervisor import Supervisor
+from streamctl.worker.supervisor import Supervisor, pid_alive
 from streamctl.worker.temporal_server import free_port, port_open
 from streamctl.workflows import messages as m
 from streamctl.workflows.coordinator import CoordinatorConfig
@@ -273,7 +273,7 @@ class PrivatePostgres:
             pid = int((self.data / "postmaster.pid").read_text().splitlines()[0])
         except (OSError, ValueError, IndexError):
             return None
-        return pid if _alive(pid) else None
+        return pid if pid_alive(pid) else None
 
     def answers(self) -> bool:
         try:
@@ -304,16 +304,6 @@ class PrivatePostgres:
 
 
 # --- processes ---------------------------------------------------------------------------------
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _children(pid: int, command: str | None = None) -> list[int]:
@@ -591,7 +581,7 @@ async def _await_jvm_exit(kill: Kill, timeout: float = 60.0) -> None:
     """A killed agent's driver JVM must not go on writing its queries' checkpoints."""
     killed_at = time.monotonic()
     while time.monotonic() - killed_at < timeout:
-        if not any(_alive(pid) for pid in kill.jvms):
+        if not any(pid_alive(pid) for pid in kill.jvms):
             kill.jvm_exited_after_s = time.monotonic() - killed_at
             return
         await asyncio.sleep(0.2)
