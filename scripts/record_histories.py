@@ -406,6 +406,7 @@ async def scenario_requests(s: Scenario) -> None:
         await s.ask(m.Reoptimize())
         await s.ask(m.ListChanges())
         await s.ask(m.ListChanges(entity="query", key=str(query_id), limit=5))
+        await s.ask(m.ListQuarantined(limit=5))
         # Several requests in one update.
         await s.client.ask_many(
             [m.ListWorkers(), m.ListSinks(), m.ListQueries(), m.ListChanges(limit=3)]
