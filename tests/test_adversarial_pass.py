@@ -34,7 +34,9 @@ def _payload(batch: list[dict[str, object]]) -> bytes:
     return json.dumps([batch]).encode()
 
 
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def test_hostile_batches_never_fail_a_pass(backend, sqlite_url, request):
     url = sqlite_url if backend == "sqlite" else request.getfixturevalue("pg_url")
     activities = CatalogActivities(url)
