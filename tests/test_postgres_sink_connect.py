@@ -46,8 +46,14 @@ def test_postgres_sink_writes_exactly_once_from_spark_connect(
     connect_server: str,  # noqa: F811
     pg_url: str,
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from pyspark.sql import SparkSession
+
+    # A Connect session marks this process (SPARK_CONNECT_MODE_ENABLED); agents that later
+    # tests start from it must not inherit the mark.
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "")
+    monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED")
 
     session = SparkSession.builder.remote(connect_server).create()
     incoming = tmp_path / "incoming"

@@ -80,6 +80,11 @@ def build_spark_session(
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # PySpark marks a process that once made a Spark Connect session (and every process it
+    # starts afterwards) with SPARK_CONNECT_MODE_ENABLED, which turns this classic builder into
+    # a Connect client with no URL: a session on ``master`` must not inherit that.
+    for variable in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE"):
+        os.environ.pop(variable, None)
     builder = SparkSession.builder.master(master).appName(app_name)
     settings = {**BASE_CONFIG, "spark.sql.warehouse.dir": str(warehouse), **(config or {})}
     for key, value in settings.items():
