@@ -262,12 +262,12 @@ async def test_an_answer_encrypted_with_another_key_raises_missing_payload_key_a
     caplog.set_level(logging.ERROR, logger="asyncio")
     monkeypatch.setenv("STREAMCTL_PAYLOAD_KEY", OTHER_KEY)
     client = await CoordinatorClient(
-        temporal.address, workflow_id=keyed_coordinator, request_timeout=10
+        temporal.address, workflow_id=keyed_coordinator, request_timeout=60
     ).connect()
     try:
-        outcome, elapsed = await outcome_of(client.ask(m.GetSink("pg")), 15)
+        outcome, elapsed = await outcome_of(client.ask(m.GetSink("pg")), 45)
         assert outcome is not HUNG, f"still waiting after {elapsed:.1f}s"
-        assert elapsed < 3, elapsed  # at once, not by the deadline
+        assert elapsed < 20, elapsed  # at once, not by the deadline (60 s)
         assert isinstance(outcome, errors.MissingPayloadKey), repr(outcome)
         needed = key_id(base64.b64decode(STACK_KEY))
         assert outcome.key_id == needed and needed in str(outcome)
@@ -292,15 +292,15 @@ async def test_an_answer_from_a_codec_the_client_lacks_raises_undecodable_answer
 
     monkeypatch.setattr(client_module, "connect", without_codecs)
     client = await CoordinatorClient(
-        temporal.address, workflow_id=keyed_coordinator, request_timeout=10
+        temporal.address, workflow_id=keyed_coordinator, request_timeout=60
     ).connect()
     wide = tuple(m.ColumnSpec(f"column_{i:03}", "UINT64", False) for i in range(150))
     try:
-        outcome, elapsed = await outcome_of(client.ask(m.CreateLogicalSource("wide", wide)), 15)
+        outcome, elapsed = await outcome_of(client.ask(m.CreateLogicalSource("wide", wide)), 45)
     finally:
         await asyncio.to_thread(client.close)
     assert outcome is not HUNG, f"still waiting after {elapsed:.1f}s"
-    assert elapsed < 3, elapsed
+    assert elapsed < 20, elapsed  # at once, not by the deadline
     assert isinstance(outcome, errors.UndecodableAnswer), repr(outcome)
     assert "binary/zlib" in str(outcome)
 
@@ -318,15 +318,15 @@ async def test_a_failure_inside_the_sender_reaches_the_caller(
         raise RuntimeError("a bug in the client")
 
     client = await CoordinatorClient(
-        temporal.address, workflow_id=keyed_coordinator, request_timeout=10
+        temporal.address, workflow_id=keyed_coordinator, request_timeout=60
     ).connect()
     monkeypatch.setattr(client_module, "Response", broken_response)
     try:
-        outcome, elapsed = await outcome_of(client.ask(m.ListSinks()), 15)
+        outcome, elapsed = await outcome_of(client.ask(m.ListSinks()), 45)
     finally:
         await asyncio.to_thread(client.close)
     assert outcome is not HUNG, f"still waiting after {elapsed:.1f}s"
-    assert elapsed < 3, elapsed
+    assert elapsed < 20, elapsed  # at once, not by the deadline
     assert isinstance(outcome, errors.ClientFailure), repr(outcome)
     assert "a bug in the client" in str(outcome)
 
@@ -342,10 +342,10 @@ async def test_a_dead_pump_fails_what_is_queued_and_refuses_new_requests(
         raise RuntimeError("pump bug")
 
     monkeypatch.setattr(unanswered_client, "_take", broken_take)
-    unanswered_client.request_timeout = 10
-    outcome, elapsed = await outcome_of(unanswered_client.ask(m.GetSink("s")), 15)
+    unanswered_client.request_timeout = 60
+    outcome, elapsed = await outcome_of(unanswered_client.ask(m.GetSink("s")), 45)
     assert outcome is not HUNG, f"still waiting after {elapsed:.1f}s"
-    assert elapsed < 3, elapsed
+    assert elapsed < 20, elapsed  # at once, not by the deadline
     assert isinstance(outcome, errors.ClientFailure) and "pump bug" in str(outcome), outcome
     with pytest.raises(errors.ClientFailure, match="pump bug"):
         await unanswered_client.ask(m.GetSink("s"))
