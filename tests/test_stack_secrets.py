@@ -10,14 +10,12 @@ world-readable ``stack.json`` and printed by ``up``.
 from __future__ import annotations
 
 import stat
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import make_url
+from test_stack import streamctl
 
 from streamctl.catalog.urls import redact_url
 from streamctl.client.client import CoordinatorClient
@@ -66,17 +64,6 @@ def _command_lines_holding(secret: str) -> dict[int, str]:
         if secret in command_line:
             found[int(entry.name)] = command_line
     return found
-
-
-def streamctl(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "streamctl.client.cli", *args],
-        cwd=tempfile.gettempdir(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 @pytest.mark.postgres
