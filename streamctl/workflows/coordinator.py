@@ -128,6 +128,9 @@ PASS_ISOLATION_PATCH = "pass-isolation"
 """Passes end after :data:`PASS_ATTEMPTS` and a failed one is split (older runs retried
 forever): the ``workflow.patched`` id that keeps older histories replaying as they ran."""
 PASS_ATTEMPTS = 4
+CATALOG_OUTAGE_MAX_PAUSE = 60.0
+"""Seconds between rounds of a pass whose catalog cannot be reached (1, 2, 4 ... up to this):
+about 300 history events an hour of outage."""
 STOP_UNTIL_STOPPED_PATCH = "stop-until-stopped"
 """A stop that failed while its agent is there is run again instead of reported STOPPED."""
 STOP_AFTER_FAILED_START_PATCH = "stop-after-failed-start"
@@ -549,6 +552,7 @@ class CoordinatorWorkflow:
         requests = sum(len(batch.ids) for batch in request_batches)
         isolating = workflow.patched(PASS_ISOLATION_PATCH)
         self.state.pass_no += 1
+        outage_rounds = 0
         while True:
             started = workflow.now()
             try:
@@ -584,7 +588,14 @@ class CoordinatorWorkflow:
                     raise
                 cause = error.cause
                 if isinstance(cause, ApplicationError) and cause.type == CATALOG_UNAVAILABLE:
-                    workflow.logger.warning("pass %d: %s; again", self.state.pass_no, cause)
+                    # A pause between rounds keeps a long outage from filling the history
+                    # (each round is a few events; continue-as-new waits for the pass).
+                    pause = min(CATALOG_OUTAGE_MAX_PAUSE, 2.0**outage_rounds)
+                    outage_rounds += 1
+                    workflow.logger.warning(
+                        "pass %d: %s; again in %.0f s", self.state.pass_no, cause, pause
+                    )
+                    await workflow.sleep(pause)
                     continue
                 await self._split_failed_pass(request_batches, events, error)
                 return
