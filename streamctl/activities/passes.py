@@ -157,21 +157,10 @@ class CatalogActivities:
                 return
             version = session.scalar(select(func.max(SnapshotVersion.version))) or 0
             now = time.time()
-            bulk_insert(
-                session,
-                table_of(QuarantinedMessage),
-                [
-                    {
-                        "message_id": _storable(item.message_id, MAX_ID_LENGTH),
-                        "kind": _storable(item.kind, 64),
-                        "version": version,
-                        "reference": _storable(item.reference, 64),
-                        "error": _storable(item.error, 4096),
-                        "body": _storable(item.body, 64 * 1024),
-                        "created_at": now,
-                    }
-                ],
+            kept = _quarantine_row(
+                item.message_id, item.kind, version, item.reference, item.error, item.body, now
             )
+            bulk_insert(session, table_of(QuarantinedMessage), [kept])
             answer = item.answer
             if answer is None or _id_problem(answer.id) is not None:
                 return
@@ -417,15 +406,15 @@ class CatalogActivities:
             reference,
             exc_info=error,
         )
-        kept = {
-            "message_id": _storable(message_id, MAX_ID_LENGTH),
-            "kind": _storable(kind, 64),
-            "version": version,
-            "reference": reference,
-            "error": _storable(f"{type(error).__name__}: {error}", 4096),
-            "body": _storable(repr(message), 64 * 1024),
-            "created_at": time.time(),
-        }
+        kept = _quarantine_row(
+            message_id,
+            kind,
+            version,
+            reference,
+            f"{type(error).__name__}: {error}",
+            repr(message),
+            time.time(),
+        )
         table = table_of(QuarantinedMessage)
         if _in_savepoint(out, lambda: bulk_insert(out.session, table, [kept]))[1] is not None:
             log.error("could not keep message %s in quarantine", message_id)
@@ -767,6 +756,27 @@ class _PassOutput:
     def discard(self) -> None:
         self._changelog = []
         self._answers = []
+
+
+def _quarantine_row(
+    message_id: str,
+    kind: str,
+    version: int,
+    reference: str,
+    error: str,
+    body: str,
+    created_at: float,
+) -> dict[str, Any]:
+    """A ``quarantined_messages`` row, each text cut and cleaned to fit its column."""
+    return {
+        "message_id": _storable(message_id, MAX_ID_LENGTH),
+        "kind": _storable(kind, 64),
+        "version": version,
+        "reference": _storable(reference, 64),
+        "error": _storable(error, 4096),
+        "body": _storable(body, 64 * 1024),
+        "created_at": created_at,
+    }
 
 
 def _storable(text: str, limit: int) -> str:

@@ -397,8 +397,8 @@ class CoordinatorWorkflow:
             return
         if batch.seq <= self.state.sender_seqs.get(batch.sender, 0):
             return  # delivered before
-        events = batch.events if isinstance(batch.events, list) else []
-        size = sum(_size(e) for e in events if isinstance(e, Envelope))
+        events = batch.events  # a list of Envelopes: decode_event_batch checked it
+        size = sum(_size(e) for e in events)
         if len(events) > MAX_EVENTS_PER_SIGNAL or size > MAX_EVENT_BATCH_BYTES:
             workflow.logger.warning(
                 "TOO_LARGE: dropping event batch %d of %s: %d events, ~%d bytes; the limits "
