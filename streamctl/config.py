@@ -12,7 +12,7 @@
 ``STREAMCTL_FILE_ROOTS``        more directories file sources and sinks may use
                               (``os.pathsep``-separated), default none. Every path option of a
                               source or sink must lie under a file root
-                              (:mod:`streamctl.activities.paths`)
+                              (:mod:`streamctl.domain.paths`)
 ``STREAMCTL_METRICS_PORT``      port of the Prometheus endpoint of ``streamctl coordinator`` and
                               ``streamctl agent`` (``--metrics-port`` wins), default 0 = none
 ``STREAMCTL_METRICS_HOST``      address that endpoint binds, default ``127.0.0.1`` (``0.0.0.0``

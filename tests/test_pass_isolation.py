@@ -19,12 +19,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from test_pass_activity import codes, run_pass
 
-from streamctl.activities import apply, context, passes
-from streamctl.activities.context import PassContext
+from streamctl.activities import passes
 from streamctl.activities.passes import CatalogActivities
 from streamctl.catalog.models import QuarantinedMessage, Worker
 from streamctl.catalog.rows import LogicalSourceRow
 from streamctl.catalog.store import create_catalog_engine
+from streamctl.domain import apply, context
+from streamctl.domain.context import PassContext
 from streamctl.limits import INT32_MAX, INT64_MAX
 from streamctl.workflows import messages as m
 from streamctl.workflows.messages import Envelope

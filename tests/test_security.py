@@ -408,8 +408,8 @@ async def test_bad_names_and_oversized_event_batches_are_refused(
 
 
 def test_inline_sinks_are_confined_to_the_file_roots(tmp_path: Path):
-    from streamctl.activities.context import RequestFailed
-    from streamctl.activities.paths import confined_path
+    from streamctl.domain.context import RequestFailed
+    from streamctl.domain.paths import confined_path
 
     with pytest.raises(RequestFailed, match="outside the directories"):
         confined_path("/etc/cron.d/job", "the inline FILE sink's")

@@ -143,7 +143,7 @@ def test_a_declared_worker_is_dropped_with_its_pinned_sources_only_on_cascade(ca
 
 
 def test_every_scalar_attribute_of_a_listing_can_be_filtered(catalog_url):
-    from streamctl.activities.statements import FILTER_ATTRIBUTES, SHOW_LISTINGS
+    from streamctl.domain.statements import FILTER_ATTRIBUTES, SHOW_LISTINGS
 
     activities = CatalogActivities(catalog_url)
     run_pass(activities, 1, [], events=(m.RegisterWorker("w1"),))

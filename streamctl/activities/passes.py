@@ -8,7 +8,7 @@ Order of work inside :meth:`CatalogActivities.apply_pass`:
 2. Answer requests whose id already has a stored response from that response (exactly once
    across client retries and continue-as-new), and repeats of an id inside the pass from its
    first occurrence; an id that comes again with a different request is refused
-   (:mod:`streamctl.activities.request_ids`).
+   (:mod:`streamctl.domain.request_ids`).
 3. Decode the rest; a malformed message gets its error code and nothing else happens for it.
 4. Apply in stages (workers, then sources and sinks, then queries), arrival order within a
    stage, each message against the state the previous ones left.
@@ -37,11 +37,7 @@ from temporalio import activity
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
-from streamctl.activities import apply
-from streamctl.activities import queries as queries_stage
-from streamctl.activities.context import Change, PassContext, RequestFailed
 from streamctl.activities.decode import DecodeError, body_size, decode
-from streamctl.activities.request_ids import load_stored_requests, reused_id_refusals
 from streamctl.catalog.census import take_census
 from streamctl.catalog.fit import ValueDoesNotFit, text_problem
 from streamctl.catalog.models import (
@@ -54,6 +50,10 @@ from streamctl.catalog.models import (
 from streamctl.catalog.store import bulk_insert, catalog_engine, key_chunks, one_of
 from streamctl.catalog.view import CatalogView
 from streamctl.compact_json import dumps, loads
+from streamctl.domain import apply
+from streamctl.domain import queries as queries_stage
+from streamctl.domain.context import Change, PassContext, RequestFailed
+from streamctl.domain.request_ids import load_stored_requests, reused_id_refusals
 from streamctl.lifecycle.agents import LivenessPolicy
 from streamctl.lifecycle.queries import RestartPolicy
 from streamctl.limits import (
@@ -524,7 +524,7 @@ def _batch_answers(
     batches: list[list[_Request]], answers: dict[str, Response], refusals: dict[int, Response]
 ) -> list[str]:
     """Each batch's answers: its id's answer, or the refusal of a request reusing an id
-    (:mod:`streamctl.activities.request_ids`, by position in the pass)."""
+    (:mod:`streamctl.domain.request_ids`, by position in the pass)."""
     position = itertools.count()
     # Responses are dataclasses, which dumps writes field by field (id, ok, result, ...).
     return [

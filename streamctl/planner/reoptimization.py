@@ -2,7 +2,7 @@
 
 A ``Reoptimize`` request (sent by the scheduled reoptimization workflow, or by anyone) makes
 the pass call :func:`decide` over the whole deployment and apply what it returns
-(:mod:`streamctl.activities.reoptimize`). The decisions, in this order, each within capacity
+(:mod:`streamctl.domain.reoptimize`). The decisions, in this order, each within capacity
 (a target agent must be ``ALIVE``, not draining, with a free slot, counting the slots that
 earlier decisions of the same call took):
 

@@ -371,7 +371,7 @@ class ExplainQuery(Request):
 @dataclass(frozen=True)
 class GetExplanation(Request):
     """Spark's plan for an earlier ``EXPLAIN``, once its agent answered (see
-    :mod:`streamctl.activities.explain`)."""
+    :mod:`streamctl.domain.explain`)."""
 
     kind: ClassVar[str] = "GetExplanation"
     stage: ClassVar[int] = 3

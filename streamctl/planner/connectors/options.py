@@ -62,7 +62,7 @@ class OptionSpec:
     only with that prefix, a bare ``NAME`` with any prefix or none). ``allowed`` describes the
     valid values for error messages. ``path`` marks a local file or directory whose contents an
     agent reads as data or writes: the coordinator confines it to the file roots
-    (:mod:`streamctl.activities.paths`).
+    (:mod:`streamctl.domain.paths`).
     """
 
     key: str

@@ -11,8 +11,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from streamctl.activities.context import PassContext, RequestFailed
 from streamctl.catalog.models import ChangelogEntry
+from streamctl.domain.context import PassContext, RequestFailed
 from streamctl.workflows import messages as m
 from streamctl.workflows.messages import ErrorCode
 

@@ -4,7 +4,7 @@
   restart budget.
 * A move takes a ``RUNNING`` query through ``MOVE`` to ``STOPPING`` on its agent with a stop
   action; its desired state stays ``RUNNING``. When the agent reports it stopped,
-  :func:`streamctl.activities.queries.query_status_changed` starts it on another agent from its
+  :func:`streamctl.domain.queries.query_status_changed` starts it on another agent from its
   checkpoint (placement again, without the agent it left), so two agents never run it at once.
   Its lag streak is cleared: the next agent's statistics start a new one.
 * Every decision is one changelog entry with its reason (``streamctl history`` shows them);
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamctl.activities import queries as queries_stage
-from streamctl.activities.context import PassContext
 from streamctl.catalog.rows import QueryRow
+from streamctl.domain import queries as queries_stage
+from streamctl.domain.context import PassContext
 from streamctl.lifecycle.queries import QueryState, QueryTrigger, fails_on_its_input, transition
 from streamctl.planner.placement import Placement
 from streamctl.planner.reoptimization import Move, QueryFacts, Restart, decide, lag_of

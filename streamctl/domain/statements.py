@@ -30,9 +30,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from streamctl.activities import explain, inline
-from streamctl.activities import queries as queries_stage
-from streamctl.activities.context import PassContext, RequestFailed
+from streamctl.domain import explain, inline
+from streamctl.domain import queries as queries_stage
+from streamctl.domain.context import PassContext, RequestFailed
 from streamctl.limits import INT32_MAX
 from streamctl.planner import ast
 from streamctl.planner.errors import INVALID_STATEMENT, PlannerError

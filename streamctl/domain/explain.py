@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamctl.activities import inline
-from streamctl.activities import queries as queries_stage
-from streamctl.activities.context import PassContext
-from streamctl.activities.validate import not_found
 from streamctl.catalog.rows import ExplanationRow, SinkRow
+from streamctl.domain import inline
+from streamctl.domain import queries as queries_stage
+from streamctl.domain.context import PassContext
+from streamctl.domain.validate import not_found
 from streamctl.lifecycle.agents import AgentState
 from streamctl.planner import ast
 from streamctl.planner.placement import place

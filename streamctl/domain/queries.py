@@ -4,7 +4,7 @@ Protocol within a pass
 ----------------------
 * ``CreateQuery`` parses the statement (NebulaStream dialect), binds it against the catalog as
   this pass sees it, turns inline sources and sinks into catalog objects owned by the query
-  (:mod:`streamctl.activities.inline`), so the stored plan reads catalog sources into a
+  (:mod:`streamctl.domain.inline`), so the stored plan reads catalog sources into a
   catalog sink only, and tries to place and start the query at once.
 * Every change of a query's current state goes through :func:`streamctl.lifecycle.queries.
   transition`; a report that does not fit the state (a duplicate, a late one) changes nothing.
@@ -17,7 +17,7 @@ Protocol within a pass
   (``CREATED``, ``RECOVERING`` whose backoff has passed, or ``STOPPED`` in the middle of a
   move).
 * A stop report for a query whose desired state is still ``RUNNING`` ends a move
-  (:mod:`streamctl.activities.reoptimize`): the query starts on another agent at once.
+  (:mod:`streamctl.domain.reoptimize`): the query starts on another agent at once.
 * A report carries its agent and run; one from another agent or an earlier run is stale and
   ignored, except that an agent running a query the catalog does not want there is told to
   stop it.
@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from streamctl.activities import inline
-from streamctl.activities.context import PassContext, RequestFailed
 from streamctl.catalog.rows import QueryRow, SinkRow
+from streamctl.domain import inline
+from streamctl.domain.context import PassContext, RequestFailed
 from streamctl.lifecycle.queries import (
     ACTIVE_STATES,
     QueryState,
@@ -139,7 +139,7 @@ def bind(
     ctx: PassContext, statement: ast.QueryStatement, *, allow_missing_sink: bool = False
 ) -> BoundQuery:
     """Bind ``statement`` against the pass's catalog; refuse what the coordinator cannot run.
-    Inline sources and sinks stay inline (:func:`streamctl.activities.inline.materialize`
+    Inline sources and sinks stay inline (:func:`streamctl.domain.inline.materialize`
     turns them into catalog objects)."""
     try:
         bound = bind_query(statement, _ViewCatalog(ctx), allow_missing_sink=allow_missing_sink)
@@ -301,7 +301,7 @@ def query_status_changed(ctx: PassContext, event: m.QueryStatusChanged, received
         "query", row.id, f"{before}->{after}", f"{event.agent or 'agent'} reported {event.status}"
     )
     if after is S.STOPPED and row.desired_state == S.RUNNING:
-        # A move (streamctl.activities.reoptimize): stopped where it was, it starts elsewhere.
+        # A move (streamctl.domain.reoptimize): stopped where it was, it starts elsewhere.
         placement = _placement(ctx, row, exclude=[left] if left else [])
         if placement is not None:
             start_on(ctx, row, placement, f"moved off {left}")

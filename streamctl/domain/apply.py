@@ -11,15 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from streamctl.activities import explain, history, inline, quarantine, reoptimize, statements
-from streamctl.activities import queries as queries_stage
-from streamctl.activities.context import PassContext, RequestFailed
-from streamctl.activities.paths import confine_sink_options, confine_source_options
-from streamctl.activities.validate import checked_kind as _kind
-from streamctl.activities.validate import checked_name as _name
-from streamctl.activities.validate import checked_schema as _schema
-from streamctl.activities.validate import connector_options as _options
-from streamctl.activities.validate import not_found as _not_found
 from streamctl.catalog.rows import (
     LogicalSourceRow,
     PhysicalSourceRow,
@@ -28,6 +19,15 @@ from streamctl.catalog.rows import (
 )
 from streamctl.catalog.schema import SINK_TYPES, SOURCE_TYPES
 from streamctl.catalog.view import CatalogView
+from streamctl.domain import explain, history, inline, quarantine, reoptimize, statements
+from streamctl.domain import queries as queries_stage
+from streamctl.domain.context import PassContext, RequestFailed
+from streamctl.domain.paths import confine_sink_options, confine_source_options
+from streamctl.domain.validate import checked_kind as _kind
+from streamctl.domain.validate import checked_name as _name
+from streamctl.domain.validate import checked_schema as _schema
+from streamctl.domain.validate import connector_options as _options
+from streamctl.domain.validate import not_found as _not_found
 from streamctl.lifecycle.agents import (
     AgentState,
     AgentTrigger,

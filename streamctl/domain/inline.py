@@ -11,7 +11,7 @@ A query may define its sources and its sink inside the statement, as NebulaStrea
 1. binds the statement with its inline parts: column types, the sink's schema (given with
    ``SCHEMA(...) AS `SINK`.`SCHEMA``` or else the query's own) and the connector options are
    checked exactly as for catalog objects;
-2. confines file paths exactly as for catalog objects (:mod:`streamctl.activities.paths`: a
+2. confines file paths exactly as for catalog objects (:mod:`streamctl.domain.paths`: a
    relative ``FILE_PATH`` resolves against the files directory, every path must lie under a
    file root), refusing with ``INVALID_STATEMENT`` and the part's position. A File or
    Checksum sink without a path writes under ``<files dir>/sinks/<sink name>``;
@@ -35,11 +35,11 @@ import re
 from typing import Any
 
 from streamctl import config
-from streamctl.activities.context import PassContext, RequestFailed
-from streamctl.activities.paths import confine_sink_options, confine_source_options
-from streamctl.activities.validate import checked_kind, checked_schema, connector_options
 from streamctl.catalog.rows import LogicalSourceRow, PhysicalSourceRow, SinkRow
 from streamctl.catalog.schema import SINK_TYPES, SOURCE_TYPES
+from streamctl.domain.context import PassContext, RequestFailed
+from streamctl.domain.paths import confine_sink_options, confine_source_options
+from streamctl.domain.validate import checked_kind, checked_schema, connector_options
 from streamctl.planner import ast
 from streamctl.planner import plan as ir
 from streamctl.planner.binder import BoundQuery

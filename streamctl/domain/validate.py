@@ -1,14 +1,13 @@
 """Checks of request fields, each raising :class:`RequestFailed` with the code a client sees.
 
 Handlers call these before they change anything, so a refused request leaves the catalog as
-it was (see :mod:`streamctl.activities.apply`)."""
+it was (see :mod:`streamctl.domain.apply`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from streamctl.activities.context import RequestFailed
 from streamctl.catalog.schema import (
     InvalidName,
     SchemaError,
@@ -16,6 +15,7 @@ from streamctl.catalog.schema import (
     check_kind,
     normalize_schema,
 )
+from streamctl.domain.context import RequestFailed
 from streamctl.planner.connectors.options import ConnectorOptionError
 from streamctl.workflows import messages as m
 from streamctl.workflows.messages import ErrorCode

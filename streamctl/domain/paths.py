@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from streamctl import config
-from streamctl.activities.context import RequestFailed
+from streamctl.domain.context import RequestFailed
 from streamctl.planner.connectors import generator
 from streamctl.planner.connectors.options import SINK_OPTIONS, SOURCE_OPTIONS, OptionSpec
 from streamctl.workflows.messages import ErrorCode
