@@ -50,7 +50,7 @@ from streamctl.catalog.models import (
 from streamctl.catalog.store import bulk_insert, catalog_engine, key_chunks, one_of
 from streamctl.catalog.view import CatalogView
 from streamctl.compact_json import dumps, loads
-from streamctl.domain import apply
+from streamctl.domain import handlers
 from streamctl.domain import queries as queries_stage
 from streamctl.domain.context import Change, PassContext, RequestFailed
 from streamctl.domain.request_ids import load_stored_requests, reused_id_refusals
@@ -269,7 +269,7 @@ class CatalogActivities:
             self._apply_one_by_one(ctx, out, [work[i] for i in ordered], first_of, answers)
         else:
             try:
-                apply.preload(view, [message for _, _, message in work])
+                handlers.preload(view, [message for _, _, message in work])
                 for index in ordered:
                     message_id, received_at, message = work[index]
                     response = _apply_message(ctx, out, message, message_id, received_at)
@@ -638,12 +638,12 @@ def _apply_message(
     ctx.changes.clear()
     if isinstance(message, m.Event):
         try:
-            apply.EVENT_HANDLERS[message.kind](ctx, message, received_at)
+            handlers.EVENT_HANDLERS[message.kind](ctx, message, received_at)
         except RequestFailed as error:
             log.warning("event %s refused: %s", message_id, error.message)
         return None
     try:
-        result = apply.REQUEST_HANDLERS[message.kind](ctx, message)
+        result = handlers.REQUEST_HANDLERS[message.kind](ctx, message)
     except RequestFailed as error:
         return _error(message_id, error.code, error.message, version)
     return out.fitted(Response(id=message_id, ok=True, result=result, version=version), message)

@@ -27,10 +27,10 @@ Guarantees
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from streamctl.domain import explain, inline
+from streamctl.domain import explain, handlers, inline, workers
 from streamctl.domain import queries as queries_stage
 from streamctl.domain.context import PassContext, RequestFailed
 from streamctl.limits import INT32_MAX
@@ -40,8 +40,6 @@ from streamctl.planner.parser import parse_statements, statement_kind
 from streamctl.planner.placement import pop_pinned_worker
 from streamctl.workflows import messages as m
 from streamctl.workflows.messages import ErrorCode
-
-RequestHandler = Callable[[PassContext, Any], Any]
 
 SHOW_LISTINGS: dict[str, m.Request] = {
     "QUERIES": m.ListQueries(),
@@ -86,9 +84,6 @@ DEFAULT_DECLARED_CAPACITY = 4
 def execute_statement(
     ctx: PassContext,
     request: m.ExecuteStatement,
-    handlers: Mapping[str, RequestHandler],
-    declare_worker: Callable[[PassContext, str, int], Any],
-    drop_worker: Callable[[PassContext, str, bool], Any],
 ) -> Any:
     text = request.text
     if not isinstance(text, str) or not text.strip():
@@ -99,7 +94,7 @@ def execute_statement(
         raise RequestFailed(error.code, error.message) from None
     if not statements:
         raise RequestFailed(ErrorCode.INVALID_REQUEST, "the text holds no statement")
-    runner = _Runner(ctx, handlers, declare_worker, drop_worker)
+    runner = _Runner(ctx)
     answers: list[dict[str, Any]] = []
     for number, (statement, statement_text) in enumerate(
         zip(statements, _texts(text, statements), strict=True), start=1
@@ -130,20 +125,13 @@ def execute_statement(
 
 
 class _Runner:
-    def __init__(
-        self,
-        ctx: PassContext,
-        handlers: Mapping[str, RequestHandler],
-        declare_worker: Callable[[PassContext, str, int], Any],
-        drop_worker: Callable[[PassContext, str, bool], Any],
-    ) -> None:
+    def __init__(self, ctx: PassContext) -> None:
         self.ctx = ctx
-        self.handlers = handlers
-        self.declare_worker = declare_worker
-        self.drop_worker = drop_worker
 
     def ask(self, request: m.Request) -> Any:
-        return self.handlers[request.kind](self.ctx, request)
+        # The handler table imports this module (it maps ExecuteStatement here), so it is
+        # read through its module at call time rather than imported by name.
+        return handlers.REQUEST_HANDLERS[request.kind](self.ctx, request)
 
     def run(self, statement: ast.Statement, text: str) -> Any:
         if isinstance(statement, ast.QueryStatement):
@@ -167,7 +155,7 @@ class _Runner:
                 )
             )
         if isinstance(statement, ast.CreateWorker):
-            return self.declare_worker(self.ctx, statement.name, _capacity(statement))
+            return workers.declare_worker(self.ctx, statement.name, _capacity(statement))
         if isinstance(statement, ast.ShowStatement):
             return {"rows": self.show(statement), "format": statement.format}
         return self.drop(statement)
@@ -216,7 +204,7 @@ class _Runner:
             return dict(self.ask(m.DropPhysicalSource(key, cascade)))
         if subject == "SINK":
             return dict(self.ask(m.DropSink(key, cascade)))
-        return dict(self.drop_worker(self.ctx, key, cascade))
+        return dict(workers.drop_worker(self.ctx, key, cascade))
 
     def _logical_source_name(self, name: str) -> str:
         """The catalog's spelling of a logical source a statement names in any case."""
