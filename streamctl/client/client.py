@@ -66,7 +66,6 @@ from temporalio.exceptions import ApplicationError, TemporalError
 from temporalio.service import RPCError, RPCStatusCode
 
 from streamctl import config
-from streamctl.activities.decode import MAX_REQUEST_BYTES
 from streamctl.client.errors import (
     ClientClosed,
     ClientFailure,
@@ -79,6 +78,7 @@ from streamctl.client.errors import (
     unwrap,
 )
 from streamctl.compact_json import dumps_bytes
+from streamctl.limits import MAX_REQUEST_BYTES
 from streamctl.workflows.coordinator import (
     COORDINATOR_WORKFLOW_ID,
     MAX_EVENT_BATCH_BYTES,
