@@ -36,10 +36,10 @@ from typing import Any
 
 from streamctl import config
 from streamctl.catalog.rows import LogicalSourceRow, PhysicalSourceRow, SinkRow
-from streamctl.catalog.schema import SINK_TYPES, SOURCE_TYPES
 from streamctl.domain.context import PassContext, RequestFailed
 from streamctl.domain.paths import confine_sink_options, confine_source_options
 from streamctl.domain.validate import checked_kind, checked_schema, connector_options
+from streamctl.nes_types import SINK_TYPES, SOURCE_TYPES
 from streamctl.planner import ast
 from streamctl.planner import plan as ir
 from streamctl.planner.binder import BoundQuery

@@ -11,7 +11,6 @@ from typing import Any
 from streamctl.catalog.rows import (
     SinkRow,
 )
-from streamctl.catalog.schema import SINK_TYPES
 from streamctl.domain import inline
 from streamctl.domain import queries as queries_stage
 from streamctl.domain.context import PassContext, RequestFailed
@@ -21,6 +20,7 @@ from streamctl.domain.validate import checked_name as _name
 from streamctl.domain.validate import checked_schema as _schema
 from streamctl.domain.validate import connector_options as _options
 from streamctl.domain.validate import not_found as _not_found
+from streamctl.nes_types import SINK_TYPES
 from streamctl.planner.connectors.options import (
     normalize_sink_options,
     redact,

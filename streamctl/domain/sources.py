@@ -12,7 +12,6 @@ from streamctl.catalog.rows import (
     LogicalSourceRow,
     PhysicalSourceRow,
 )
-from streamctl.catalog.schema import SOURCE_TYPES
 from streamctl.domain import inline
 from streamctl.domain import queries as queries_stage
 from streamctl.domain.context import PassContext, RequestFailed
@@ -22,6 +21,7 @@ from streamctl.domain.validate import checked_name as _name
 from streamctl.domain.validate import checked_schema as _schema
 from streamctl.domain.validate import connector_options as _options
 from streamctl.domain.validate import not_found as _not_found
+from streamctl.nes_types import SOURCE_TYPES
 from streamctl.planner.connectors.options import (
     normalize_source_options,
     redact,

@@ -8,14 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from streamctl.catalog.schema import (
+from streamctl.domain.context import RequestFailed
+from streamctl.nes_types import (
     InvalidName,
     SchemaError,
     check_identifier,
     check_kind,
     normalize_schema,
 )
-from streamctl.domain.context import RequestFailed
 from streamctl.planner.connectors.options import ConnectorOptionError
 from streamctl.workflows import messages as m
 from streamctl.workflows.messages import ErrorCode
