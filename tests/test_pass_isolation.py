@@ -19,12 +19,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from test_pass_activity import codes, run_pass
 
-from streamctl.activities import passes
 from streamctl.activities.passes import CatalogActivities
 from streamctl.catalog.models import QuarantinedMessage, Worker
 from streamctl.catalog.rows import LogicalSourceRow
 from streamctl.catalog.store import create_catalog_engine
-from streamctl.domain import context, handlers
+from streamctl.domain import context, handlers, pass_output
 from streamctl.domain.context import PassContext
 from streamctl.limits import INT32_MAX, INT64_MAX
 from streamctl.workflows import messages as m
@@ -181,7 +180,7 @@ def test_request_ids_that_cannot_be_stored_are_refused(catalog_url):
 def test_a_pass_hands_back_at_most_its_result_budget(catalog_url, monkeypatch):
     """Answers stay under Temporal's payload limit by construction: reads that do not fit a
     pass's result are answered UNAVAILABLE (not stored, so the same id asks again)."""
-    monkeypatch.setattr(passes, "MAX_PASS_RESULT_BYTES", 40_000)
+    monkeypatch.setattr(pass_output, "MAX_PASS_RESULT_BYTES", 40_000)
     activities = CatalogActivities(catalog_url)
     wide = tuple(m.ColumnSpec(f"c{i:03d}", "UINT64", False) for i in range(20))
     run_pass(activities, 1, [m.CreateLogicalSource(f"s{i}", wide) for i in range(10)])

@@ -11,6 +11,7 @@ within a stage, so a batch answers exactly as applying its messages one by one w
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -26,8 +27,13 @@ from streamctl.domain import (
     workers,
 )
 from streamctl.domain import queries as queries_stage
-from streamctl.domain.context import PassContext
+from streamctl.domain.context import PassContext, RequestFailed
+from streamctl.domain.pass_output import PassOutput
+from streamctl.domain.pass_requests import error_response
 from streamctl.workflows import messages as m
+from streamctl.workflows.messages import Response
+
+log = logging.getLogger(__name__)
 
 RequestHandler = Callable[[PassContext, Any], Any]
 EventHandler = Callable[[PassContext, Any, float], None]
@@ -112,3 +118,25 @@ def preload(view: CatalogView, messages: list[m.Message]) -> None:
     view.load_physical_sources_of(dropped_logical)
     view.load_queries_reading(dropped_logical)
     view.load_queries_writing(dropped_sinks)
+
+
+def apply_message(
+    ctx: PassContext, out: PassOutput, message: m.Message, message_id: str, received_at: float
+) -> Response | None:
+    """Apply one decoded message to the view: a request's answer, or None for an event.
+
+    A refusal (:class:`RequestFailed`) is the request's answer; any other exception is the
+    caller's to handle (the message may have changed the view half-way)."""
+    version = out.snapshot.version
+    ctx.changes.clear()
+    if isinstance(message, m.Event):
+        try:
+            EVENT_HANDLERS[message.kind](ctx, message, received_at)
+        except RequestFailed as error:
+            log.warning("event %s refused: %s", message_id, error.message)
+        return None
+    try:
+        result = REQUEST_HANDLERS[message.kind](ctx, message)
+    except RequestFailed as error:
+        return error_response(message_id, error.code, error.message, version)
+    return out.fitted(Response(id=message_id, ok=True, result=result, version=version), message)

@@ -25,11 +25,11 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Interceptor, SharedStateManager, Worker
 
-from streamctl.activities import decode
 from streamctl.activities.coordinator_requests import request_reoptimize
 from streamctl.activities.passes import CatalogActivities
 from streamctl.catalog.store import catalog_engine
 from streamctl.catalog.urls import catalog_kind
+from streamctl.domain import decode
 from streamctl.worker.metrics import CoordinatorMetrics, MetricsAddress, SdkMetrics, workflow_status
 from streamctl.worker.search_attributes import search_attributes_ready
 from streamctl.workflows.coordinator import (

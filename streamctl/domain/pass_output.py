@@ -1,0 +1,165 @@
+"""What a pass writes besides the entity rows: changelog entries and stored answers, within the
+answer budget of one pass (:data:`~streamctl.limits.MAX_PASS_RESULT_BYTES`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from streamctl.catalog.models import (
+    ChangelogEntry,
+    SnapshotVersion,
+    StoredResponse,
+    table_of,
+)
+from streamctl.catalog.store import bulk_insert
+from streamctl.domain.context import Change
+from streamctl.domain.decode import body_size
+from streamctl.domain.pass_requests import (
+    Request,
+    error_response,
+)
+from streamctl.domain.quarantine import storable
+from streamctl.limits import (
+    MAX_PASS_RESULT_BYTES,
+    MAX_RESPONSE_BYTES,
+)
+from streamctl.workflows import messages as m
+from streamctl.workflows.messages import ErrorCode, Response
+
+log = logging.getLogger(__name__)
+
+
+def stored_row(
+    request: Request,
+    response: Response,
+    seq: int,
+    snapshot: SnapshotVersion,
+    storable_request: bool = True,
+) -> dict[str, Any]:
+    envelope = request.envelope
+    kind = storable(str(envelope.kind), 64)
+    body = (
+        envelope.body if storable_request else {"unstorable": storable(repr(envelope.body), 4096)}
+    )
+    return {
+        "request_id": request.id,
+        "version": snapshot.version,
+        "seq": seq,
+        "kind": kind,
+        "request": {"kind": kind, "v": envelope.v, "body": body},
+        "ok": response.ok,
+        "result": response.result,
+        "error_code": response.error_code,
+        "error_message": response.error_message,
+        "created_at": snapshot.committed_at,
+    }
+
+
+class PassOutput:
+    """The changelog entries and stored answers a pass writes besides the entity rows.
+
+    Rows are staged and sent by :meth:`flush`: once at the end of a pass applied in one go,
+    or after each message of a pass applied one savepoint at a time, where :meth:`discard`
+    forgets what a rolled-back message staged."""
+
+    def __init__(self, session: Session, snapshot: SnapshotVersion) -> None:
+        self.session = session
+        self.snapshot = snapshot
+        self.changes = 0
+        self._stored = 0
+        self._changelog: list[dict[str, Any]] = []
+        self._answers: list[dict[str, Any]] = []
+        self._answered: set[str] = set()
+        self._answer_bytes_left = MAX_PASS_RESULT_BYTES
+        self.unstored: set[str] = set()
+        """Answers handed back but not stored: reads that did not fit this pass's result,
+        which a retry with the same id asks again."""
+
+    def fitted(self, response: Response, request: m.Message) -> Response:
+        """``response``, or an error in its place when its result is too large on its own
+        (:data:`MAX_RESPONSE_BYTES`) or for what is left of this pass's result
+        (:data:`MAX_PASS_RESULT_BYTES`, under Temporal's 2 MB payload limit)."""
+        size = body_size(response.result)
+        read_only = request.kind in m.READ_ONLY_KINDS
+        applied = "" if read_only else " (it was applied)"
+        if size > MAX_RESPONSE_BYTES:
+            return error_response(
+                response.id,
+                ErrorCode.TOO_LARGE,
+                f"the answer to {request.kind} is {size} bytes, more than the "
+                f"{MAX_RESPONSE_BYTES} one answer may have{applied}",
+                response.version,
+            )
+        if size > self._answer_bytes_left:
+            if read_only:
+                self.unstored.add(response.id)
+                return error_response(
+                    response.id,
+                    ErrorCode.UNAVAILABLE,
+                    f"the answers of this pass reached {MAX_PASS_RESULT_BYTES} bytes; ask again",
+                    response.version,
+                )
+            return error_response(
+                response.id,
+                ErrorCode.TOO_LARGE,
+                f"the answer to {request.kind} did not fit in this pass's answers{applied}",
+                response.version,
+            )
+        self._answer_bytes_left -= size
+        return response
+
+    def changed(self, message_id: str, changes: list[Change]) -> None:
+        for change in changes:
+            self._changelog.append(
+                {
+                    "version": self.snapshot.version,
+                    "seq": self.changes + len(self._changelog),
+                    "message_id": message_id,
+                    "entity": change.entity,
+                    "key": change.key,
+                    "action": change.action,
+                    "reason": change.reason,
+                }
+            )
+
+    def answered(self, request: Request, response: Response, storable_request: bool = True) -> None:
+        self._answers.append(
+            stored_row(
+                request,
+                response,
+                self._stored + len(self._answers),
+                self.snapshot,
+                storable_request,
+            )
+        )
+
+    def refused_before_applying(
+        self, first_of: dict[str, Request], answers: dict[str, Response]
+    ) -> None:
+        """Stage the answers of requests refused before applying (undecodable ones), after
+        the applied ones."""
+        applied = {row["request_id"] for row in self._answers} | self._answered | self.unstored
+        for request in first_of.values():
+            answer = answers[request.id]
+            if request.id not in applied and answer.version == self.snapshot.version:
+                self.answered(request, answer)
+
+    def has_answered(self, request_id: str) -> bool:
+        return request_id in self._answered or any(
+            row["request_id"] == request_id for row in self._answers
+        )
+
+    def flush(self) -> None:
+        bulk_insert(self.session, table_of(ChangelogEntry), self._changelog)
+        bulk_insert(self.session, table_of(StoredResponse), self._answers)
+        self.changes += len(self._changelog)
+        self._stored += len(self._answers)
+        self._answered.update(row["request_id"] for row in self._answers)
+        self.discard()
+
+    def discard(self) -> None:
+        self._changelog = []
+        self._answers = []

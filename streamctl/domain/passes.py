@@ -1,0 +1,282 @@
+"""The pass activity: one batch of messages, one catalog transaction, one snapshot version.
+
+Order of work inside :func:`apply_pass` (the ``apply_pass`` activity of
+:mod:`streamctl.activities.passes` calls it):
+
+1. Claim the pass: insert its ``snapshot_versions`` row first. A second attempt of the same
+   pass (a retry racing an abandoned attempt) blocks on that row and then fails on its unique
+   key, so only one attempt commits; a retry after a commit finds the row and replays.
+2. Answer requests whose id already has a stored response from that response (exactly once
+   across client retries and continue-as-new), and repeats of an id inside the pass from its
+   first occurrence; an id that comes again with a different request is refused
+   (:mod:`streamctl.domain.request_ids`).
+3. Decode the rest; a malformed message gets its error code and nothing else happens for it.
+4. Apply in stages (workers, then sources and sinks, then queries), arrival order within a
+   stage, each message against the state the previous ones left.
+5. Write the changelog, the responses (with their apply order) and the entity changes, and
+   compute when the next agent's heartbeat age crosses a liveness threshold.
+
+The answers go back as one JSON array per request batch (see :mod:`streamctl.workflows.passes`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import asdict
+
+from sqlalchemy import Engine, delete, func, select
+from sqlalchemy.orm import Session
+
+from streamctl.catalog.census import take_census
+from streamctl.catalog.models import (
+    SnapshotVersion,
+    StoredResponse,
+)
+from streamctl.catalog.store import key_chunks, one_of
+from streamctl.catalog.view import CatalogView
+from streamctl.domain import handlers
+from streamctl.domain import queries as queries_stage
+from streamctl.domain.context import PassContext
+from streamctl.domain.decode import DecodeError, decode
+from streamctl.domain.handlers import apply_message
+from streamctl.domain.isolation import Isolate, apply_one_by_one, is_transient
+from streamctl.domain.pass_output import PassOutput
+from streamctl.domain.pass_requests import Request, batch_answers, error_response, tally
+from streamctl.domain.request_ids import load_stored_requests, reused_id_refusals
+from streamctl.lifecycle.agents import LivenessPolicy
+from streamctl.lifecycle.queries import RestartPolicy
+from streamctl.limits import (
+    MORE_TO_START_DELAY,
+)
+from streamctl.workflows import messages as m
+from streamctl.workflows.actions import action_from_json
+from streamctl.workflows.messages import ErrorCode, Response
+from streamctl.workflows.passes import (
+    CatalogPosition,
+    PassInput,
+    PassResult,
+    PassTally,
+)
+
+log = logging.getLogger(__name__)
+
+RESPONSE_RETENTION_SECONDS = 7 * 24 * 3600
+PRUNE_EVERY_PASSES = 500
+
+
+_STORED_ANSWER = (
+    StoredResponse.request_id,
+    StoredResponse.ok,
+    StoredResponse.result,
+    StoredResponse.error_code,
+    StoredResponse.error_message,
+    StoredResponse.version,
+)
+"""The columns of a stored response, in :class:`Response`'s field order."""
+
+
+def _load_stored(session: Session, ids: Iterable[str]) -> dict[str, Response]:
+    found: dict[str, Response] = {}
+    for chunk in key_chunks(session, set(ids)):
+        for values in session.execute(
+            select(*_STORED_ANSWER).where(one_of(session, StoredResponse.request_id, chunk))
+        ):
+            found[values[0]] = Response(*values)
+    return found
+
+
+def catalog_position(engine: Engine, workflow_id: str) -> CatalogPosition:
+    with Session(engine) as session:
+        version = session.scalar(select(func.max(SnapshotVersion.version))) or 0
+        last_pass = session.scalar(
+            select(func.max(SnapshotVersion.pass_no)).where(
+                SnapshotVersion.workflow_id == workflow_id
+            )
+        )
+    return CatalogPosition(version=int(version), last_pass_no=int(last_pass or 0))
+
+
+def apply_pass(engine: Engine, pass_input: PassInput, batches: list[list[Request]]) -> PassResult:
+    """Apply one pass in one transaction: all messages together, or, when that fails in a
+    way no refusal explains, again with one savepoint per message (:mod:`.isolation`). A
+    failure to reach the catalog (:func:`~.isolation.is_transient`) propagates: the caller
+    retries the whole pass and blames no message."""
+    try:
+        return _transaction(engine, pass_input, batches, isolate=False)
+    except Isolate as why:
+        log.warning(
+            "pass %d: %s; applying its messages again, one savepoint each",
+            pass_input.pass_no,
+            why,
+        )
+    return _transaction(engine, pass_input, batches, isolate=True)
+
+
+def _transaction(
+    engine: Engine, pass_input: PassInput, batches: list[list[Request]], isolate: bool
+) -> PassResult:
+    with Session(engine, autoflush=False, expire_on_commit=False) as session, session.begin():
+        return _apply(session, pass_input, batches, isolate)
+
+
+# ------------------------------------------------------------------------------------
+
+
+def _apply(
+    session: Session,
+    pass_input: PassInput,
+    batches: list[list[Request]],
+    isolate: bool,
+) -> PassResult:
+    claimed = session.scalar(
+        select(SnapshotVersion).where(
+            SnapshotVersion.workflow_id == pass_input.workflow_id,
+            SnapshotVersion.pass_no == pass_input.pass_no,
+        )
+    )
+    if claimed is not None:
+        return _replay(session, pass_input, batches, claimed.version)
+
+    version = (session.scalar(select(func.max(SnapshotVersion.version))) or 0) + 1
+    snapshot = SnapshotVersion(
+        version=version,
+        pass_no=pass_input.pass_no,
+        workflow_id=pass_input.workflow_id,
+        committed_at=time.time(),
+        requests=0,
+        events=0,
+        changes=0,
+    )
+    session.add(snapshot)
+    session.flush()
+
+    requests = [request for batch in batches for request in batch]
+    answers = _load_stored(session, (r.id for r in requests))
+    stored_requests = load_stored_requests(session, answers)
+    first_of: dict[str, Request] = {}
+    work: list[tuple[str, float, m.Message]] = []
+
+    for request in requests:
+        if request.id in answers or request.id in first_of:
+            continue  # answered before, or a repeat of an earlier request in this pass
+        first_of[request.id] = request
+        if request.problem is not None:
+            answers[request.id] = error_response(request.id, *request.problem, version)
+            continue
+        try:
+            message = decode(request.envelope, m.REQUEST_TYPES, request.size)  # type: ignore[arg-type]
+            work.append((request.id, request.received_at, message))
+        except DecodeError as error:
+            answers[request.id] = error_response(request.id, error.code, error.message, version)
+    for pending in pass_input.events:
+        envelope = pending.envelope
+        if not isinstance(envelope.id, str) or not isinstance(envelope.kind, str):
+            log.warning("dropping an event without a string id and kind")
+            continue  # the workflow drops these already; histories from before may not
+        if envelope.kind in m.INTERNAL_EVENT_KINDS and envelope.id[:1] != "~":
+            continue  # only the workflow itself ("~"-prefixed ids) may send internal events
+        try:
+            message = decode(envelope, m.EVENT_TYPES, pending.size)  # type: ignore[arg-type]
+            work.append((envelope.id, pending.received_at, message))
+        except DecodeError as error:
+            log.warning("dropping event %s: %s", envelope.id, error.message)
+
+    view = CatalogView(session, version, pass_input.now)
+    ctx = PassContext(
+        view=view,
+        liveness=LivenessPolicy(pass_input.suspect_after, pass_input.dead_after),
+        restarts=RestartPolicy(
+            max_restarts=pass_input.max_restarts,
+            initial_delay=pass_input.restart_delay,
+            max_delay=pass_input.restart_max_delay,
+        ),
+    )
+    ordered = sorted(range(len(work)), key=lambda i: (work[i][2].stage, work[i][1], i))
+    out = PassOutput(session, snapshot)
+    if isolate:
+        apply_one_by_one(ctx, out, [work[i] for i in ordered], first_of, answers)
+    else:
+        try:
+            handlers.preload(view, [message for _, _, message in work])
+            for index in ordered:
+                message_id, received_at, message = work[index]
+                response = apply_message(ctx, out, message, message_id, received_at)
+                if response is not None:
+                    answers[message_id] = response
+                    if message_id not in out.unstored:
+                        out.answered(first_of[message_id], response)
+                out.changed(message_id, ctx.changes)
+            # Queries waiting for an agent (new ones, recovering ones whose backoff passed)
+            # start.
+            ctx.changes.clear()
+            queries_stage.schedule(ctx)
+            out.changed(f"~schedule-{version}", ctx.changes)
+            view.write()
+            out.refused_before_applying(first_of, answers)
+            out.flush()
+        except Exception as error:
+            if is_transient(error):
+                raise  # the catalog is unreachable: the activity's retry waits it out
+            raise Isolate(f"{type(error).__name__}: {error}") from error
+
+    snapshot.requests = len(requests)
+    snapshot.events = len(pass_input.events)
+    snapshot.changes = out.changes
+    snapshot.actions = [asdict(action) for action in ctx.actions] or None
+    if pass_input.pass_no % PRUNE_EVERY_PASSES == 0:
+        session.execute(
+            delete(StoredResponse).where(
+                StoredResponse.created_at < time.time() - RESPONSE_RETENTION_SECONDS
+            )
+        )
+    deadline = ctx.view.next_liveness_deadline(pass_input.suspect_after, pass_input.dead_after)
+    if ctx.more_to_start:  # queries left waiting for room in a pass's result: soon
+        soon = pass_input.now + MORE_TO_START_DELAY
+        deadline = soon if deadline is None else min(deadline, soon)
+    census = take_census(session)  # after the view was written: the counts of this version
+    refusals = reused_id_refusals(batches, stored_requests, version)
+    return PassResult(
+        version=version,
+        responses=batch_answers(batches, answers, refusals),
+        next_liveness_deadline=deadline,
+        changes=out.changes,
+        agents_by_state=census.agents,
+        queries_by_state=census.queries,
+        actions=ctx.actions,
+        tally=tally(requests, answers, len(pass_input.events), refusals),
+    )
+
+
+def _replay(
+    session: Session,
+    pass_input: PassInput,
+    batches: list[list[Request]],
+    version: int,
+) -> PassResult:
+    answers = _load_stored(session, (r.id for batch in batches for r in batch))
+    refusals = reused_id_refusals(batches, load_stored_requests(session, answers), version)
+    for request in (r for batch in batches for r in batch):
+        if request.id not in answers:  # a read that did not fit the pass's answers
+            answers[request.id] = error_response(
+                request.id, ErrorCode.UNAVAILABLE, "the answer was not kept; ask again", version
+            )
+    stored_actions = session.scalar(
+        select(SnapshotVersion.actions).where(SnapshotVersion.version == version)
+    )
+    view = CatalogView(session, version, pass_input.now)
+    deadline = view.next_liveness_deadline(pass_input.suspect_after, pass_input.dead_after)
+    census = take_census(session)
+    return PassResult(
+        version=version,
+        responses=batch_answers(batches, answers, refusals),
+        next_liveness_deadline=deadline,
+        changes=0,
+        agents_by_state=census.agents,
+        queries_by_state=census.queries,
+        replayed=True,
+        actions=[action_from_json(data) for data in stored_actions or []],
+        # The attempt that committed counted the outcomes; a replay only answers again.
+        tally=PassTally(sum(map(len, batches)), len(pass_input.events)),
+    )
