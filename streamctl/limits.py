@@ -3,7 +3,7 @@
 Every value a client, an agent or a raw Temporal caller sends must fit where it ends up (a
 catalog column, a Temporal payload) *before* it gets there, so that no input can fail a
 database statement, a workflow task or a pass. The numbers here are those bounds; the checks
-that apply them live where values enter (:mod:`streamctl.activities.decode` for messages,
+that apply them live where values enter (:mod:`streamctl.domain.decode` for messages,
 :mod:`streamctl.catalog.fit` for rows) and quote these names in their error messages.
 
 A leaf module: it imports nothing of the project, so every package may import it.
@@ -37,3 +37,15 @@ MAX_PASS_ACTION_BYTES = 256 * 1024
 wait for the next pass, which follows at once."""
 MORE_TO_START_DELAY = 0.05
 """How soon (seconds) the next pass runs when a pass left queries waiting for that reason."""
+
+MAX_REQUESTS_PER_UPDATE = 2000
+"""Requests in one ``submit`` update (one request batch); a larger batch is refused before it
+reaches history (``InvalidBatch``)."""
+MAX_EVENTS_PER_SIGNAL = 5000
+MAX_EVENT_BATCH_BYTES = 4 * 1024 * 1024
+"""Bounds of one ``events`` signal: event count, and the sum of the events' sizes."""
+MAX_CARRIED_EVENT_BYTES = 512 * 1024
+"""Pending events a run hands to the next one at most (by their estimated size); above this it
+runs passes first. Continue-as-new carries the state in one payload, which Temporal refuses
+above 2 MB; a single event is at most ``MAX_REQUEST_BYTES`` (larger ones are dropped when
+they arrive: the pass would refuse them anyway)."""

@@ -31,7 +31,7 @@ from streamctl.workflows.actions import (
     StopAssignment,
     agent_task_queue,
 )
-from streamctl.workflows.coordinator import CoordinatorConfig
+from streamctl.workflows.config import CoordinatorConfig
 
 pytestmark = pytest.mark.slow
 

@@ -37,7 +37,8 @@ from streamctl.activities.passes import CatalogActivities
 from streamctl.client.client import CoordinatorClient
 from streamctl.worker.coordinator import build_worker, ensure_coordinator
 from streamctl.workflows import messages as m
-from streamctl.workflows.coordinator import CoordinatorConfig, CoordinatorWorkflow
+from streamctl.workflows.config import CoordinatorConfig
+from streamctl.workflows.coordinator import CoordinatorWorkflow
 from streamctl.workflows.passes import (
     CATALOG_UNAVAILABLE,
     PassInput,

@@ -30,7 +30,7 @@ from streamctl.client.client import new_id
 from streamctl.worker.coordinator import ensure_coordinator
 from streamctl.worker.supervisor import catalog_environment, coordinator_command
 from streamctl.workflows import messages as m
-from streamctl.workflows.coordinator import CoordinatorConfig
+from streamctl.workflows.config import CoordinatorConfig
 from streamctl.workflows.messages import Response
 
 pytestmark = pytest.mark.slow

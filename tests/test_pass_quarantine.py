@@ -29,7 +29,7 @@ from temporalio.worker import (
 from streamctl.client.client import CoordinatorClient
 from streamctl.worker.coordinator import build_worker, ensure_coordinator
 from streamctl.workflows import messages as m
-from streamctl.workflows.coordinator import CoordinatorConfig
+from streamctl.workflows.config import CoordinatorConfig
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
 

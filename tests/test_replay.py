@@ -31,8 +31,9 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from streamctl.config import parse_payload_keys
-from streamctl.workflows.coordinator import CoordinatorInput, CoordinatorWorkflow
+from streamctl.workflows.coordinator import CoordinatorWorkflow
 from streamctl.workflows.reoptimization import ReoptimizationWorkflow
+from streamctl.workflows.state import CoordinatorInput
 from streamctl.workflows.wire import data_converter
 
 HISTORIES = Path(__file__).parent / "histories"

@@ -12,7 +12,7 @@ from streamctl import config
 from streamctl.client import errors
 from streamctl.client.client import new_id
 from streamctl.workflows import messages as m
-from streamctl.workflows.coordinator import CoordinatorConfig
+from streamctl.workflows.config import CoordinatorConfig
 from streamctl.workflows.messages import Envelope, ErrorCode
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("value", "INT32"))

@@ -26,12 +26,6 @@ from typing import Any
 
 import pytest
 from conftest import DevServer, coordinator_worker
-from temporalio.api.common.v1 import Payload
-from temporalio.client import Client
-
-from streamctl import config
-from streamctl.client.client import CoordinatorClient
-from streamctl.client.errors import InvalidName, InvalidRequest
 from streamctl.planner.connectors.options import (
     SECRET_WORDS,
     SINK_OPTIONS,
@@ -40,10 +34,16 @@ from streamctl.planner.connectors.options import (
     normalize_sink_options,
     redact_statement,
 )
+from temporalio.api.common.v1 import Payload
+from temporalio.client import Client
+
+from streamctl import config
+from streamctl.client.client import CoordinatorClient
+from streamctl.client.errors import InvalidName, InvalidRequest
+from streamctl.limits import MAX_EVENTS_PER_SIGNAL
 from streamctl.worker.coordinator import ensure_coordinator
 from streamctl.worker.temporal_server import temporal_binary
 from streamctl.workflows import messages as m
-from streamctl.workflows.coordinator import MAX_EVENTS_PER_SIGNAL
 from streamctl.workflows.payload_crypto import (
     ENCRYPTED_ENCODING,
     PayloadKeyError,

@@ -52,7 +52,7 @@ from streamctl.workflows.actions import (
     StopAssignment,
     agent_task_queue,
 )
-from streamctl.workflows.coordinator import CoordinatorConfig
+from streamctl.workflows.config import CoordinatorConfig
 from streamctl.workflows.web_ui import (
     ALIVE_AGENTS,
     FAILED_QUERIES,

@@ -24,7 +24,7 @@ from streamctl.client.client import CoordinatorClient
 from streamctl.client.errors import OutboxFull
 from streamctl.worker.coordinator import ensure_coordinator
 from streamctl.workflows import messages as m
-from streamctl.workflows.coordinator import CoordinatorConfig
+from streamctl.workflows.config import CoordinatorConfig
 
 
 async def _run(workers: int, seconds: float, catalog_url: str) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from streamctl.catalog.scratch import scratch_database
 from streamctl.client.client import CoordinatorClient
 from streamctl.worker.coordinator import ensure_coordinator
 from streamctl.workflows import messages as m
-from streamctl.workflows.coordinator import CoordinatorConfig
+from streamctl.workflows.config import CoordinatorConfig
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("value", "FLOAT64"))
 CYCLE = 5

@@ -18,7 +18,7 @@ from temporalio.client import Client
 from streamctl.catalog.scratch import scratch_database
 from streamctl.worker.supervisor import Supervisor
 from streamctl.worker.temporal_server import free_port
-from streamctl.workflows.coordinator import CoordinatorConfig
+from streamctl.workflows.config import CoordinatorConfig
 
 
 @contextlib.asynccontextmanager

@@ -32,14 +32,14 @@ from streamctl.catalog.urls import catalog_kind
 from streamctl.domain import decode
 from streamctl.worker.metrics import CoordinatorMetrics, MetricsAddress, SdkMetrics, workflow_status
 from streamctl.worker.search_attributes import search_attributes_ready
-from streamctl.workflows.coordinator import (
+from streamctl.workflows.config import (
     COORDINATOR_TASK_QUEUE,
     COORDINATOR_WORKFLOW_ID,
     CoordinatorConfig,
-    CoordinatorInput,
-    CoordinatorWorkflow,
 )
+from streamctl.workflows.coordinator import CoordinatorWorkflow
 from streamctl.workflows.reoptimization import ReoptimizationWorkflow
+from streamctl.workflows.state import CoordinatorInput
 from streamctl.workflows.web_ui import config_memo, static_details, static_summary
 from streamctl.workflows.wire import connect
 

@@ -80,7 +80,8 @@ from streamctl.lifecycle.agents import AgentState
 from streamctl.lifecycle.queries import QueryState
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import AgentStatus
-from streamctl.workflows.coordinator import CoordinatorStatus, CoordinatorWorkflow
+from streamctl.workflows.config import CoordinatorStatus
+from streamctl.workflows.coordinator import CoordinatorWorkflow
 from streamctl.workflows.passes import PassResult
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ Protocol
   those with the same ids after a backoff.
 * Limits: a request batch holds at most :data:`MAX_REQUESTS_PER_UPDATE` requests and
   ``max_batch_bytes`` bytes (else ``InvalidBatch``, refused before history); one request at
-  most ``MAX_REQUEST_BYTES`` (its own ``TOO_LARGE`` answer, :mod:`streamctl.activities.decode`);
+  most ``MAX_REQUEST_BYTES`` (its own ``TOO_LARGE`` answer, :mod:`streamctl.domain.decode`);
   an event batch at most :data:`MAX_EVENTS_PER_SIGNAL` events of :data:`MAX_EVENT_BATCH_BYTES`
   in all (a signal cannot be refused, so a larger one is dropped and logged as ``TOO_LARGE``;
   the client library never sends one).
@@ -70,7 +70,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -80,11 +79,16 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
-    from temporalio.api.common.v1 import Payload
     from temporalio.common import RawValue
 
-    from streamctl.compact_json import dumps, loads
-    from streamctl.limits import MAX_REQUEST_BYTES
+    from streamctl.compact_json import dumps
+    from streamctl.limits import (
+        MAX_CARRIED_EVENT_BYTES,
+        MAX_EVENT_BATCH_BYTES,
+        MAX_EVENTS_PER_SIGNAL,
+        MAX_REQUEST_BYTES,
+        MAX_REQUESTS_PER_UPDATE,
+    )
     from streamctl.workflows.actions import (
         AgentAction,
         ExplainReport,
@@ -92,6 +96,7 @@ with workflow.unsafe.imports_passed_through():
         StopAssignment,
         agent_task_queue,
     )
+    from streamctl.workflows.config import CoordinatorConfig, CoordinatorStatus
     from streamctl.workflows.messages import (
         CheckLiveness,
         Envelope,
@@ -114,6 +119,8 @@ with workflow.unsafe.imports_passed_through():
         join_request_batches,
         json_payload,
     )
+    from streamctl.workflows.request_batches import RequestBatch, halves, only_envelope
+    from streamctl.workflows.state import CoordinatorInput, CoordinatorState
     from streamctl.workflows.web_ui import (
         PassFacts,
         WebUiView,
@@ -155,156 +162,7 @@ ACTION_RETRY = RetryPolicy(
     non_retryable_error_types=["QueryRejected"],
 )
 
-COORDINATOR_WORKFLOW_ID = "coordinator"
-COORDINATOR_TASK_QUEUE = "coordinator"
-MAX_REQUESTS_PER_UPDATE = 2000
-MAX_EVENTS_PER_SIGNAL = 5000
-MAX_EVENT_BATCH_BYTES = 4 * 1024 * 1024
-"""Bounds of one ``events`` signal: event count, and the sum of the events' sizes."""
 SENDER_MEMORY_SECONDS = 24 * 3600.0
-MAX_CARRIED_EVENT_BYTES = 512 * 1024
-"""Pending events a run hands to the next one at most (by their estimated size); above this it
-runs passes first. Continue-as-new carries the state in one payload, which Temporal refuses
-above 2 MB; a single event is at most ``MAX_REQUEST_BYTES`` (larger ones are dropped when
-they arrive: the pass would refuse them anyway)."""
-
-
-@dataclass
-class CoordinatorConfig:
-    """The knobs. ``batch_size`` and ``timeout`` are the ones a user must know."""
-
-    batch_size: int = 2000
-    timeout: float = 0.01
-    max_pending: int = 20_000
-    max_batch_bytes: int = 1_000_000
-    passes_per_run: int = 1000
-    max_history_events: int = 2000
-    action_drain_timeout: float = 30.0
-    suspect_after: float = 10.0
-    dead_after: float = 30.0
-    max_restarts: int = 5
-    restart_delay: float = 1.0
-    restart_max_delay: float = 60.0
-    pass_timeout: float = 15.0
-    search_attributes: bool = False
-    """Whether the namespace has the Web UI's search attributes (:mod:`.web_ui`); an upsert of
-    an unknown one would fail the workflow task, so without them the workflow upserts none."""
-    catalog_kind: str = ""
-    """``sqlite`` or ``postgresql``: shown in the memo (the URL may hold credentials)."""
-
-
-@dataclass
-class CoordinatorState:
-    """Everything a run hands to the next one through continue-as-new."""
-
-    config: CoordinatorConfig = field(default_factory=CoordinatorConfig)
-    position_loaded: bool = False
-    version: int = 0
-    pass_no: int = 0
-    pending: list[PendingMessage] = field(default_factory=list)
-    sender_seqs: dict[str, int] = field(default_factory=dict)
-    sender_seen_at: dict[str, float] = field(default_factory=dict)
-    next_liveness_deadline: float | None = None
-    last_pass_ms: float = 0.0
-    runs: int = 1
-    actions_under_way: list[AgentAction] = field(default_factory=list)
-
-
-@dataclass
-class CoordinatorInput:
-    config: CoordinatorConfig | None = None
-    state: CoordinatorState | None = None
-
-
-@dataclass
-class CoordinatorStatus:
-    version: int
-    pending: int
-    pending_requests: int
-    passes_run: int
-    passes_this_run: int
-    last_pass_ms: float
-    draining: bool
-    runs: int
-    config: CoordinatorConfig
-
-
-@dataclass(eq=False)
-class _RequestBatch:
-    """One ``submit`` update's requests, raw, until a pass answers them."""
-
-    ids: list[str]
-    payload: Payload
-    received_at: float
-    answer: str | None = None
-    whole: _RequestBatch | None = None
-    """The batch this one is a part of, when a failing pass was split inside a batch."""
-    parts: list[_RequestBatch] = field(default_factory=list)
-    part_answers: dict[int, str] = field(default_factory=dict)
-
-    def split(self) -> tuple[_RequestBatch, _RequestBatch]:
-        """Two parts of this batch (it must hold two requests or more)."""
-        envelopes = loads(self.payload.data)
-        middle = len(self.ids) // 2
-        self.parts = [
-            _RequestBatch(
-                ids,
-                Payload(metadata={"encoding": JSON_ENCODING}, data=dumps(part).encode()),
-                self.received_at,
-                whole=self,
-            )
-            for ids, part in (
-                (self.ids[:middle], envelopes[:middle]),
-                (self.ids[middle:], envelopes[middle:]),
-            )
-        ]
-        return self.parts[0], self.parts[1]
-
-    def part_answered(self, part: _RequestBatch, answer: str) -> _RequestBatch | None:
-        """Record a part's answer; the outermost batch once all of its parts are answered."""
-        index = next(i for i, candidate in enumerate(self.parts) if candidate is part)
-        self.part_answers[index] = answer
-        if len(self.part_answers) < len(self.parts):
-            return None
-        combined = dumps(
-            [item for i in range(len(self.parts)) for item in loads(self.part_answers[i])]
-        )
-        if self.whole is not None:
-            return self.whole.part_answered(self, combined)
-        self.answer = combined
-        return self
-
-
-def _halves(
-    request_batches: list[_RequestBatch], events: list[PendingMessage]
-) -> list[tuple[list[_RequestBatch], list[PendingMessage]]]:
-    """The messages of a failed pass in two non-empty halves; none for a single message."""
-    middle = len(events) // 2
-    if len(request_batches) >= 2:
-        cut = len(request_batches) // 2
-        return [
-            (request_batches[:cut], events[:middle]),
-            (request_batches[cut:], events[middle:]),
-        ]
-    if len(request_batches) == 1 and len(request_batches[0].ids) >= 2:
-        left, right = request_batches[0].split()
-        return [([left], events[:middle]), ([right], events[middle:])]
-    if request_batches and events:
-        return [(request_batches, []), ([], events)]
-    if len(events) >= 2:
-        return [([], events[:middle]), ([], events[middle:])]
-    return []
-
-
-def _only_envelope(batch: _RequestBatch) -> tuple[Any, Any]:
-    """The kind and body of a one-request batch's envelope, as far as it has them."""
-    try:
-        [envelope] = loads(batch.payload.data)
-    except Exception:
-        return "", batch.payload.data[:1000]
-    if not isinstance(envelope, dict):
-        return "", envelope
-    return envelope.get("kind", ""), envelope.get("body")
 
 
 def _size(envelope: Envelope) -> int:
@@ -319,7 +177,7 @@ class CoordinatorWorkflow:
         self.state = workflow_input.state or CoordinatorState(
             config=workflow_input.config or CoordinatorConfig()
         )
-        self.request_batches: list[_RequestBatch] = []
+        self.request_batches: list[RequestBatch] = []
         self.pending_requests = 0
         self.compaction_index: dict[tuple[str, str], int] = {}
         self.draining = False
@@ -332,7 +190,7 @@ class CoordinatorWorkflow:
 
     @workflow.update
     async def submit(self, ids: list[str], requests: RawValue) -> RawValue:
-        batch = _RequestBatch(ids, requests.payload, workflow.now().timestamp())
+        batch = RequestBatch(ids, requests.payload, workflow.now().timestamp())
         self.request_batches.append(batch)
         self.pending_requests += len(ids)
         await workflow.wait_condition(lambda: batch.answer is not None)
@@ -521,7 +379,7 @@ class CoordinatorWorkflow:
 
     async def _run_pass(self) -> None:
         config = self.state.config
-        request_batches: list[_RequestBatch] = []
+        request_batches: list[RequestBatch] = []
         requests = 0
         request_bytes = 0
         for batch in self.request_batches:
@@ -540,7 +398,7 @@ class CoordinatorWorkflow:
         await self._apply(request_batches, events)
 
     async def _apply(
-        self, request_batches: list[_RequestBatch], events: list[PendingMessage]
+        self, request_batches: list[RequestBatch], events: list[PendingMessage]
     ) -> None:
         """One pass over these messages. A pass that fails for good (every attempt timed out,
         crashed its process, or failed some other way that the pass's own savepoints could
@@ -609,7 +467,7 @@ class CoordinatorWorkflow:
             self._start_action(action)
         self._show_pass(result, requests, len(events))
 
-    def _answer(self, batch: _RequestBatch, answer: str) -> None:
+    def _answer(self, batch: RequestBatch, answer: str) -> None:
         if batch.whole is None:
             batch.answer = answer
             self.pending_requests -= len(batch.ids)
@@ -621,27 +479,27 @@ class CoordinatorWorkflow:
 
     async def _split_failed_pass(
         self,
-        request_batches: list[_RequestBatch],
+        request_batches: list[RequestBatch],
         events: list[PendingMessage],
         error: ActivityError,
     ) -> None:
         cause = error.cause
         reason = f"{type(cause).__name__}: {cause}" if cause is not None else str(error)
-        halves = _halves(request_batches, events)
+        parts = halves(request_batches, events)
         workflow.logger.error(
             "pass %d failed for good (%s); %s",
             self.state.pass_no,
             reason[:500],
-            "splitting it" if halves else "setting its message aside",
+            "splitting it" if parts else "setting its message aside",
         )
-        if halves:
-            for part_batches, part_events in halves:
+        if parts:
+            for part_batches, part_events in parts:
                 await self._apply(part_batches, part_events)
         else:
             await self._set_aside(request_batches, events, reason)
 
     async def _set_aside(
-        self, request_batches: list[_RequestBatch], events: list[PendingMessage], reason: str
+        self, request_batches: list[RequestBatch], events: list[PendingMessage], reason: str
     ) -> None:
         """Answer the one message that fails a pass on its own (a request: ``INTERNAL`` with a
         reference) or drop it (an event), and keep it in the catalog for inspection."""
@@ -650,7 +508,7 @@ class CoordinatorWorkflow:
         if request_batches:
             [batch] = request_batches
             message_id = batch.ids[0]
-            kind, body = _only_envelope(batch)
+            kind, body = only_envelope(batch)
             answer = Response(
                 id=message_id,
                 ok=False,

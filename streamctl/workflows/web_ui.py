@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate, TypedSearchAttributes
 
 if TYPE_CHECKING:
-    from streamctl.workflows.coordinator import CoordinatorConfig
+    from streamctl.workflows.config import CoordinatorConfig
 
 SNAPSHOT_VERSION = SearchAttributeKey.for_float("StreamctlSnapshotVersion")
 ALIVE_AGENTS = SearchAttributeKey.for_int("StreamctlAliveAgents")

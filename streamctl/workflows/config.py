@@ -1,0 +1,49 @@
+"""The coordinator's configuration, its name and task queue, and the status it reports: what
+clients, workers and the workflow share, without importing the workflow class's module.
+
+A leaf of :mod:`streamctl.workflows`: plain dataclasses, no Temporal workflow code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+COORDINATOR_WORKFLOW_ID = "coordinator"
+COORDINATOR_TASK_QUEUE = "coordinator"
+
+
+@dataclass
+class CoordinatorConfig:
+    """The knobs. ``batch_size`` and ``timeout`` are the ones a user must know."""
+
+    batch_size: int = 2000
+    timeout: float = 0.01
+    max_pending: int = 20_000
+    max_batch_bytes: int = 1_000_000
+    passes_per_run: int = 1000
+    max_history_events: int = 2000
+    action_drain_timeout: float = 30.0
+    suspect_after: float = 10.0
+    dead_after: float = 30.0
+    max_restarts: int = 5
+    restart_delay: float = 1.0
+    restart_max_delay: float = 60.0
+    pass_timeout: float = 15.0
+    search_attributes: bool = False
+    """Whether the namespace has the Web UI's search attributes (:mod:`.web_ui`); an upsert of
+    an unknown one would fail the workflow task, so without them the workflow upserts none."""
+    catalog_kind: str = ""
+    """``sqlite`` or ``postgresql``: shown in the memo (the URL may hold credentials)."""
+
+
+@dataclass
+class CoordinatorStatus:
+    version: int
+    pending: int
+    pending_requests: int
+    passes_run: int
+    passes_this_run: int
+    last_pass_ms: float
+    draining: bool
+    runs: int
+    config: CoordinatorConfig

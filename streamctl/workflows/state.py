@@ -1,0 +1,38 @@
+"""What a coordinator run carries to the next through continue-as-new: one dataclass
+(:class:`CoordinatorState`), and the workflow's input, which holds either a fresh configuration
+or a previous run's state.
+
+Every field is part of recorded histories: add fields with defaults, never rename or remove
+one (a new worker must replay and continue older runs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from streamctl.workflows.actions import AgentAction
+from streamctl.workflows.config import CoordinatorConfig
+from streamctl.workflows.passes import PendingMessage
+
+
+@dataclass
+class CoordinatorState:
+    """Everything a run hands to the next one through continue-as-new."""
+
+    config: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    position_loaded: bool = False
+    version: int = 0
+    pass_no: int = 0
+    pending: list[PendingMessage] = field(default_factory=list)
+    sender_seqs: dict[str, int] = field(default_factory=dict)
+    sender_seen_at: dict[str, float] = field(default_factory=dict)
+    next_liveness_deadline: float | None = None
+    last_pass_ms: float = 0.0
+    runs: int = 1
+    actions_under_way: list[AgentAction] = field(default_factory=list)
+
+
+@dataclass
+class CoordinatorInput:
+    config: CoordinatorConfig | None = None
+    state: CoordinatorState | None = None
