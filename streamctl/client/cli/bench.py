@@ -1,0 +1,121 @@
+"""``streamctl bench ...``: the benchmarks that print their figures."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from streamctl.workflows.config import CoordinatorConfig
+
+bench_app = typer.Typer(help="Benchmarks that print their figures.", no_args_is_help=True)
+
+
+@bench_app.command("requests")
+def bench_requests(
+    as_json: bool = typer.Option(False, "--json"),
+    catalog: str = typer.Option(
+        "postgresql://postgres@127.0.0.1:5432/postgres", help="PostgreSQL server for the benchmark."
+    ),
+    requests: int = typer.Option(20_000, help="Requests in the batched run."),
+    naive_requests: int = typer.Option(2_000, help="Requests in the one-update-per-request run."),
+    sweep: bool = typer.Option(True, help="Sweep batch_size/timeout."),
+    batch_size: int = typer.Option(CoordinatorConfig.batch_size, help="Coordinator batch_size."),
+    timeout: float = typer.Option(CoordinatorConfig.timeout, help="Coordinator timeout (s)."),
+    concurrency: int = typer.Option(4000, help="Concurrent callers in the batched runs."),
+) -> None:
+    """Batched requests/s against one update per request, same run, PostgreSQL catalog."""
+    from streamctl.bench.requests import run_requests_bench
+
+    base = CoordinatorConfig(batch_size=batch_size, timeout=timeout)
+    result = run_requests_bench(catalog, requests, naive_requests, sweep, base, concurrency)
+    print(json.dumps(result) if as_json else json.dumps(result, indent=2))
+
+
+@bench_app.command("events")
+def bench_events(
+    as_json: bool = typer.Option(False, "--json"),
+    workers: int = typer.Option(1000, help="Simulated workers."),
+    seconds: float = typer.Option(10.0, help="How long to send."),
+    catalog: str | None = typer.Option(None, help="Catalog URL (default: a fresh SQLite file)."),
+) -> None:
+    """Heartbeats from many simulated workers: accepted events/s and lost events."""
+    from streamctl.bench.events import run_events_bench
+
+    result = run_events_bench(workers, seconds, catalog)
+    print(json.dumps(result) if as_json else json.dumps(result, indent=2))
+
+
+@bench_app.command("deploy")
+def bench_deploy(
+    as_json: bool = typer.Option(False, "--json"),
+    rounds: int = typer.Option(10, min=1, help="Starts measured on each side."),
+    master: str = typer.Option("local[2]", help="Spark master of both sides."),
+) -> None:
+    """StartQuery until RUNNING through the coordinator, against writeStream.start() alone."""
+    from streamctl.bench.deploy import run_deploy_bench
+
+    result = run_deploy_bench(rounds, master)
+    print(json.dumps(result) if as_json else json.dumps(result, indent=2))
+
+
+@bench_app.command("adversarial")
+def bench_adversarial(
+    as_json: bool = typer.Option(False, "--json"),
+    cases: int = typer.Option(1000, "--cases", min=1, help="Hostile messages per catalog."),
+    seed: int = typer.Option(0, help="Seed of the case generator (the same seed, the same cases)."),
+    catalog: list[str] = typer.Option(
+        ["sqlite", "postgresql://postgres@127.0.0.1:5432/postgres"],
+        help="Catalogs to run on: 'sqlite' (a temporary file) or a PostgreSQL server URL "
+        "(a scratch database on it). Repeat for several.",
+    ),
+) -> None:
+    """Hostile messages through the client, the gateway, raw updates and raw signals; a canary
+    request after each. Exit 1 if the coordinator wedged or a workflow task failed."""
+    from streamctl.bench.adversarial import run_adversarial_bench
+
+    result = run_adversarial_bench(
+        cases, seed, [None if name == "sqlite" else name for name in catalog]
+    )
+    print(json.dumps(result) if as_json else json.dumps(result, indent=2))
+    if not result["ok"]:
+        raise typer.Exit(1)
+
+
+@bench_app.command("soak")
+def bench_soak(
+    as_json: bool = typer.Option(False, "--json"),
+    queries: int = typer.Option(20, min=1, help="Concurrent queries across two agents."),
+    seconds: float = typer.Option(300.0, help="How long to watch them."),
+    interval: float = typer.Option(15.0, help="Seconds between samples."),
+    rate: int = typer.Option(20, min=1, help="Generator rows per second."),
+) -> None:
+    """Many queries on two agents for minutes: running, heartbeats, statistics, memory."""
+    from streamctl.bench.soak import run_soak_bench
+
+    result = run_soak_bench(queries, seconds, interval, rate)
+    print(json.dumps(result) if as_json else json.dumps(result, indent=2))
+
+
+@bench_app.command("chaos")
+def bench_chaos(
+    as_json: bool = typer.Option(False, "--json"),
+    seconds: float = typer.Option(300.0, min=1, help="How long the load and the kills last."),
+    seed: int = typer.Option(0, help="Seed of the kill schedule (the same seed, the same kills)."),
+    queries: int = typer.Option(4, min=0, help="File queries on the agents."),
+    agents: int = typer.Option(2, min=0, help="Spark agents (local[1], capacity 4)."),
+    keep_state: bool = typer.Option(False, help="Keep the run's directory even when ok."),
+) -> None:
+    """Requests, heartbeats and queries while every process of a private stack (PostgreSQL
+    included) is killed -9 at random times; then lost, doubled, declared dead, sink rows.
+    Exit 1 if any of them is not 0 or a query is not RUNNING at the end."""
+    from streamctl.bench.chaos import ChaosSettings, run_chaos_bench
+
+    result = run_chaos_bench(
+        ChaosSettings(
+            seconds=seconds, seed=seed, queries=queries, agents=agents, keep_state=keep_state
+        )
+    )
+    print(json.dumps(result) if as_json else json.dumps(result, indent=2))
+    if not result["ok"]:
+        raise typer.Exit(1)

@@ -1,0 +1,33 @@
+"""``streamctl demo``: the first command; its wiring into :mod:`streamctl.client.demo`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from streamctl.client.cli.common import console, resolve_state_dir, temporal_address
+from streamctl.client.cli.stack import start_default_stack
+
+app = typer.Typer()
+
+
+@app.command()
+def demo(
+    state_dir: Path | None = typer.Option(None),
+    keep: bool = typer.Option(False, help="Leave the stack running afterwards."),
+) -> None:
+    """Start the stack if needed, create sources and sinks, and print the catalog."""
+    from streamctl.client.demo import run_demo
+    from streamctl.worker.supervisor import pid_alive, read_stack, stop_stack
+
+    directory = resolve_state_dir(state_dir)
+    info = read_stack(directory)
+    started_here = info is None or not pid_alive(info.supervisor_pid)
+    if started_here:
+        start_default_stack(directory)
+    try:
+        run_demo(temporal_address(None, directory), console, expect_agent=started_here)
+    finally:
+        if started_here and not keep:
+            stop_stack(directory)

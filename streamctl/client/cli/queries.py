@@ -1,0 +1,44 @@
+"""``streamctl query start|stop|drop|show ID``: one query by id."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from streamctl.client.cli.common import (
+    console,
+    require_coordinator,
+    temporal_address,
+)
+from streamctl.client.frontend import run_query_action
+from streamctl.workflows.config import COORDINATOR_WORKFLOW_ID
+
+query_app = typer.Typer(help="Start, stop, drop or show one query by id.", no_args_is_help=True)
+
+
+def _query_command(action: str) -> Any:
+    def command(
+        query_id: int = typer.Argument(..., metavar="ID", help="The query's id."),
+        as_json: bool = typer.Option(False, "--json"),
+        address: str | None = typer.Option(None, help="Temporal address."),
+        state_dir: Path | None = typer.Option(None),
+        workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID),
+    ) -> None:
+
+        target = temporal_address(address, state_dir)
+        require_coordinator(target, workflow_id, as_json)
+        raise typer.Exit(run_query_action(target, workflow_id, action, query_id, as_json, console))
+
+    command.__doc__ = {
+        "start": "Start a stopped, finished or failed query again.",
+        "stop": "Stop a query (it keeps its checkpoint and can start again).",
+        "drop": "Stop a query if it runs and remove it from the catalog.",
+        "show": "Show a query: state, agent, statistics, error.",
+    }[action]
+    return command
+
+
+for _action in ("start", "stop", "drop", "show"):
+    query_app.command(_action)(_query_command(_action))
