@@ -20,41 +20,6 @@ from dataclasses import dataclass
 from typing import Final, TypeAlias, TypeVar
 from typing import Literal as TypingLiteral
 
-NES_TYPE_NAMES: Final = (
-    "INT8",
-    "INT16",
-    "INT32",
-    "INT64",
-    "UINT8",
-    "UINT16",
-    "UINT32",
-    "UINT64",
-    "FLOAT32",
-    "FLOAT64",
-    "BOOLEAN",
-    "CHAR",
-    "VARSIZED",
-)
-"""NebulaStream's data types, in their canonical spelling."""
-
-TYPE_NAME_ALIASES: Final[dict[str, str]] = {
-    **{name: name for name in NES_TYPE_NAMES},
-    "TEXT": "VARSIZED",
-    "VARSIZE": "VARSIZED",
-    "TINYINT": "INT8",
-    "SMALLINT": "INT16",
-    "INT": "INT32",
-    "INTEGER": "INT32",
-    "BIGINT": "INT64",
-    "UNSIGNED TINYINT": "UINT8",
-    "UNSIGNED SMALLINT": "UINT16",
-    "UNSIGNED INT": "UINT32",
-    "UNSIGNED INTEGER": "UINT32",
-    "UNSIGNED BIGINT": "UINT64",
-    "BOOL": "BOOLEAN",
-}
-"""Spellings of type names NebulaStream accepts, mapped to the canonical name."""
-
 TIME_UNIT_MILLIS: Final[dict[str, int]] = {
     "MS": 1,
     "MILLISECOND": 1,

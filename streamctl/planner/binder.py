@@ -54,6 +54,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from streamctl.nes_types import (
+    FLOAT_TYPES,
+    INTEGER_TYPES,
+    NES_TYPE_NAMES,
+    STRING_TYPES,
+    TYPE_NAME_ALIASES,
+    UNSIGNED_TYPES,
+    canonical_type,
+    integer_range,
+)
 from streamctl.planner import ast
 from streamctl.planner import plan as ir
 from streamctl.planner.errors import (
@@ -66,14 +76,6 @@ from streamctl.planner.errors import (
     UNKNOWN_SINK,
     UNKNOWN_SOURCE,
     PlannerError,
-)
-from streamctl.planner.types import (
-    FLOAT_TYPES,
-    INTEGER_TYPES,
-    STRING_TYPES,
-    UNSIGNED_TYPES,
-    canonical_type,
-    integer_range,
 )
 
 __all__ = [
@@ -1074,7 +1076,7 @@ class _Binder:
             raise _error(
                 INVALID_STATEMENT, f"{name}(*) is not a function call; did you mean COUNT(*)?", call
             )
-        type_name = ast.TYPE_NAME_ALIASES.get(name)
+        type_name = TYPE_NAME_ALIASES.get(name)
         if type_name is not None:
             return self.type_constructor(type_name, call, scope)
         if name in ("CONCAT",):
@@ -1089,7 +1091,7 @@ class _Binder:
                 INVALID_STATEMENT,
                 f"unknown function {name}; functions are {', '.join(_SCALAR_FUNCTION_NAMES)}, "
                 f"the aggregates {', '.join(_AGGREGATES)} and the type constructors "
-                f"{', '.join(ast.NES_TYPE_NAMES)}",
+                f"{', '.join(NES_TYPE_NAMES)}",
                 call,
             )
         expected_arguments = 2 if name in ("POW", "POWER") else 1

@@ -26,6 +26,7 @@ from lark import Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from lark.tree import Meta
 
+from streamctl.nes_types import NES_TYPE_NAMES, TYPE_NAME_ALIASES
 from streamctl.planner import ast
 from streamctl.planner.errors import INVALID_STATEMENT, SYNTAX_ERROR, PlannerError
 
@@ -240,10 +241,10 @@ def _syntax_error(message: str, where: Token | Meta) -> PlannerError:
 
 def _type_name(tokens: list[Token]) -> tuple[str, Token]:
     spelled = " ".join(_identifier(token).upper() for token in tokens)
-    canonical = ast.TYPE_NAME_ALIASES.get(spelled)
+    canonical = TYPE_NAME_ALIASES.get(spelled)
     if canonical is None:
         raise _syntax_error(
-            f"unknown data type {spelled!r}; expected one of {', '.join(ast.NES_TYPE_NAMES)}",
+            f"unknown data type {spelled!r}; expected one of {', '.join(NES_TYPE_NAMES)}",
             tokens[0],
         )
     return canonical, tokens[0]

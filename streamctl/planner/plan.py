@@ -32,12 +32,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias, cast
 
-from streamctl.planner.ast import NES_TYPE_NAMES
+from streamctl.nes_types import NES_TYPE_NAMES
 from streamctl.planner.errors import INVALID_STATEMENT, PlannerError
 
 PLAN_FORMAT_VERSION: Final = 1
-
-NES_TYPES: Final = frozenset(NES_TYPE_NAMES)
 
 FUNCTIONS: Final[dict[str, int | None]] = {
     # arithmetic on one numeric type (arguments and result share it; C/C++ semantics:
@@ -765,7 +763,7 @@ def _int(mapping: Mapping[str, Any], key: str) -> int:
 
 def _type(mapping: Mapping[str, Any], key: str) -> str:
     value = _string(mapping, key)
-    if value not in NES_TYPES:
+    if value not in NES_TYPE_NAMES:
         raise _fail(f"unknown type {value!r}")
     return value
 

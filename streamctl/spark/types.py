@@ -1,9 +1,9 @@
-"""NebulaStream (NES) data types and the Spark types that carry them.
+"""The Spark types that carry NebulaStream (NES) data types.
 
 The catalog stores a schema as columns ``{"name", "type", "nullable"}`` whose types are NES
-type names (``streamctl.catalog.schema.NES_TYPES``). This module is the single place that
-decides how each NES type is represented in Spark; the planner, the source and sink
-connectors and the PostgreSQL sink all ask it.
+type names (:data:`streamctl.nes_types.NES_TYPES`, where the NES types themselves are
+declared). This module is the single place that decides how each NES type is represented in
+Spark; the plan translator, the source and sink connectors and the PostgreSQL sink all ask it.
 
 Every Spark type below holds *every* value of its NES type (Spark has no unsigned integers,
 so each unsigned type is carried by the next wider signed type):
@@ -41,17 +41,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from streamctl.nes_types import canonical_type
+
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
 
 __all__ = [
-    "FLOAT_TYPES",
-    "INTEGER_TYPES",
-    "STRING_TYPES",
-    "UNSIGNED_TYPES",
-    "canonical_type",
     "column_fields",
-    "integer_range",
     "quote_identifier",
     "spark_ddl",
     "spark_schema",
@@ -74,46 +70,6 @@ _SPARK_DDL: dict[str, str] = {
     "CHAR": "STRING",
     "VARSIZED": "STRING",
 }
-
-_ALIASES: dict[str, str] = {"TEXT": "VARSIZED"}
-
-_INTEGER_RANGES: dict[str, tuple[int, int]] = {
-    "INT8": (-(2**7), 2**7 - 1),
-    "INT16": (-(2**15), 2**15 - 1),
-    "INT32": (-(2**31), 2**31 - 1),
-    "INT64": (-(2**63), 2**63 - 1),
-    "UINT8": (0, 2**8 - 1),
-    "UINT16": (0, 2**16 - 1),
-    "UINT32": (0, 2**32 - 1),
-    "UINT64": (0, 2**64 - 1),
-}
-
-INTEGER_TYPES: frozenset[str] = frozenset(_INTEGER_RANGES)
-"""Canonical names of NES's integer types."""
-UNSIGNED_TYPES: frozenset[str] = frozenset(t for t in _INTEGER_RANGES if t.startswith("U"))
-"""Canonical names of NES's unsigned integer types."""
-FLOAT_TYPES: frozenset[str] = frozenset({"FLOAT32", "FLOAT64"})
-"""Canonical names of NES's floating point types."""
-STRING_TYPES: frozenset[str] = frozenset({"CHAR", "VARSIZED"})
-"""Canonical names of NES's character types (both are Spark strings)."""
-
-
-def canonical_type(nes_type: str) -> str:
-    """The canonical upper-case NES type name (``text`` -> ``VARSIZED``); ValueError if unknown."""
-    name = str(nes_type).strip().upper()
-    name = _ALIASES.get(name, name)
-    if name not in _SPARK_DDL:
-        known = ", ".join(sorted({*_SPARK_DDL, *_ALIASES}))
-        raise ValueError(f"unknown NES type {nes_type!r}; expected one of {known}")
-    return name
-
-
-def integer_range(nes_type: str) -> tuple[int, int]:
-    """Inclusive ``(min, max)`` of an NES integer type; ValueError for other types."""
-    name = canonical_type(nes_type)
-    if name not in _INTEGER_RANGES:
-        raise ValueError(f"{name} is not an integer type")
-    return _INTEGER_RANGES[name]
 
 
 def spark_type_ddl(nes_type: str) -> str:
