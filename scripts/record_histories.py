@@ -109,11 +109,11 @@ from streamctl.workflows.actions import (  # noqa: E402
     StopAssignment,
     agent_task_queue,
 )
+from streamctl.workflows.config import ReoptimizeTarget  # noqa: E402
 from streamctl.workflows.coordinator import CoordinatorConfig  # noqa: E402
 from streamctl.workflows.messages import Envelope, EventBatch  # noqa: E402
 from streamctl.workflows.reoptimization import (  # noqa: E402
     ReoptimizationWorkflow,
-    ReoptimizeTarget,
 )
 from streamctl.workflows.wire import connect, data_converter  # noqa: E402
 

@@ -18,8 +18,8 @@ from temporalio.exceptions import ApplicationError
 
 from streamctl.compact_json import dumps_bytes
 from streamctl.workflows import messages as m
+from streamctl.workflows.config import ReoptimizeTarget
 from streamctl.workflows.passes import json_payload
-from streamctl.workflows.reoptimization import ReoptimizeTarget
 
 
 async def _ask(workflow_id: str, request: m.Request, request_id: str) -> Any:

@@ -26,8 +26,12 @@ from temporalio.client import (
     ScheduleUpdateInput,
 )
 
-from streamctl.workflows.coordinator import COORDINATOR_TASK_QUEUE, COORDINATOR_WORKFLOW_ID
-from streamctl.workflows.reoptimization import ReoptimizationWorkflow, ReoptimizeTarget
+from streamctl.workflows.config import (
+    COORDINATOR_TASK_QUEUE,
+    COORDINATOR_WORKFLOW_ID,
+    REOPTIMIZATION_WORKFLOW,
+    ReoptimizeTarget,
+)
 
 REOPTIMIZE_SCHEDULE_ID = "reoptimize"
 MIN_INTERVAL = timedelta(seconds=1)
@@ -53,7 +57,7 @@ def parse_interval(text: str) -> timedelta:
 def _reoptimize_schedule(every: timedelta, coordinator_id: str, task_queue: str) -> Schedule:
     return Schedule(
         action=ScheduleActionStartWorkflow(
-            ReoptimizationWorkflow.run,
+            REOPTIMIZATION_WORKFLOW,
             ReoptimizeTarget(coordinator_id),
             id=f"{REOPTIMIZE_SCHEDULE_ID}-{coordinator_id}",
             task_queue=task_queue,

@@ -29,8 +29,12 @@ query another agent ran, from its last committed batch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
 
 AGENT_TASK_QUEUE_PREFIX = "agent."
 
@@ -164,3 +168,53 @@ def _assignment_from_json(data: dict[str, Any]) -> QueryAssignment:
         },
         sink=SinkAssignment(**data["sink"]),
     )
+
+
+@dataclass(frozen=True)
+class AgentCallOptions:
+    """How the workflow runs one action on an agent."""
+
+    task_queue: str
+    schedule_to_start_timeout: timedelta
+    start_to_close_timeout: timedelta
+    retry_policy: RetryPolicy
+    summary: str | None = None
+
+
+ArgT = TypeVar("ArgT")
+ResultT = TypeVar("ResultT")
+
+
+@dataclass(frozen=True)
+class AgentActivity(Generic[ArgT, ResultT]):
+    """An activity every agent hosts: the name it is registered under (part of recorded
+    histories: never rename one) and what it takes and answers. The workflow runs it through
+    :meth:`execute`, typed, without importing the agent's Spark code; the agent registers its
+    implementation under :attr:`name` (:mod:`streamctl.activities.agent`)."""
+
+    name: str
+    result_type: Any
+
+    async def execute(self, argument: ArgT, options: AgentCallOptions) -> ResultT:
+        result: ResultT = await workflow.execute_activity(
+            self.name,
+            argument,
+            result_type=self.result_type,
+            task_queue=options.task_queue,
+            schedule_to_start_timeout=options.schedule_to_start_timeout,
+            start_to_close_timeout=options.start_to_close_timeout,
+            retry_policy=options.retry_policy,
+            summary=options.summary,
+        )
+        return result
+
+
+START_QUERY: AgentActivity[QueryAssignment, QueryReport] = AgentActivity("start_query", QueryReport)
+STOP_QUERY: AgentActivity[StopAssignment, QueryReport] = AgentActivity("stop_query", QueryReport)
+LIST_QUERIES: AgentActivity[str, list[QueryReport]] = AgentActivity(
+    "list_queries", list[QueryReport]
+)
+VALIDATE_PLAN: AgentActivity[QueryAssignment, None] = AgentActivity("validate_plan", None)
+EXPLAIN_QUERY: AgentActivity[ExplainAssignment, ExplainReport] = AgentActivity(
+    "explain_query", ExplainReport
+)

@@ -47,3 +47,15 @@ class CoordinatorStatus:
     draining: bool
     runs: int
     config: CoordinatorConfig
+
+
+REOPTIMIZATION_WORKFLOW = "Reoptimization"
+"""The type name of the reoptimization workflow a schedule starts."""
+
+
+@dataclass(frozen=True)
+class ReoptimizeTarget:
+    """Which coordinator to ask, and the request id to ask under."""
+
+    coordinator_workflow_id: str
+    request_id: str = ""

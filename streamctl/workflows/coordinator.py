@@ -81,6 +81,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 with workflow.unsafe.imports_passed_through():
     from temporalio.common import RawValue
 
+    from streamctl.activities.passes import CatalogActivities
     from streamctl.compact_json import dumps
     from streamctl.limits import (
         MAX_CARRIED_EVENT_BYTES,
@@ -90,8 +91,12 @@ with workflow.unsafe.imports_passed_through():
         MAX_REQUESTS_PER_UPDATE,
     )
     from streamctl.workflows.actions import (
+        EXPLAIN_QUERY,
+        LIST_QUERIES,
+        START_QUERY,
+        STOP_QUERY,
         AgentAction,
-        ExplainReport,
+        AgentCallOptions,
         QueryReport,
         StopAssignment,
         agent_task_queue,
@@ -111,7 +116,6 @@ with workflow.unsafe.imports_passed_through():
     from streamctl.workflows.passes import (
         CATALOG_UNAVAILABLE,
         JSON_ENCODING,
-        CatalogPosition,
         PassInput,
         PassResult,
         PendingMessage,
@@ -304,10 +308,9 @@ class CoordinatorWorkflow:
     @workflow.run
     async def run(self, workflow_input: CoordinatorInput) -> None:
         if not self.state.position_loaded:
-            position = await workflow.execute_activity(
-                "catalog_position",
+            position = await workflow.execute_activity_method(
+                CatalogActivities.catalog_position,
                 workflow.info().workflow_id,
-                result_type=CatalogPosition,
                 start_to_close_timeout=timedelta(seconds=self.state.config.pass_timeout),
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
             )
@@ -414,8 +417,8 @@ class CoordinatorWorkflow:
         while True:
             started = workflow.now()
             try:
-                result = await workflow.execute_activity(
-                    "apply_pass",
+                result = await workflow.execute_activity_method(
+                    CatalogActivities.apply_pass,
                     args=[
                         PassInput(
                             workflow_id=workflow.info().workflow_id,
@@ -431,7 +434,6 @@ class CoordinatorWorkflow:
                         ),
                         join_request_batches([batch.payload for batch in request_batches]),
                     ],
-                    result_type=PassResult,
                     start_to_close_timeout=timedelta(seconds=config.pass_timeout),
                     retry_policy=RetryPolicy(
                         initial_interval=timedelta(milliseconds=200),
@@ -529,8 +531,8 @@ class CoordinatorWorkflow:
                 pending.envelope.body,
             )
         try:
-            await workflow.execute_activity(
-                "quarantine_message",
+            await workflow.execute_activity_method(
+                CatalogActivities.quarantine_message,
                 QuarantineInput(
                     message_id=str(message_id),
                     kind=str(kind),
@@ -613,28 +615,22 @@ class CoordinatorWorkflow:
 
     async def _execute_action(self, action: AgentAction) -> list[Event]:
         queue = agent_task_queue(action.agent)
-        options: dict[str, Any] = {
-            "task_queue": queue,
-            "start_to_close_timeout": ACTION_TIMEOUT,
-            "schedule_to_start_timeout": ACTION_PICKUP_TIMEOUT,
-            "retry_policy": ACTION_RETRY,
-            "summary": action.description,
-        }
+        options = AgentCallOptions(
+            task_queue=queue,
+            start_to_close_timeout=ACTION_TIMEOUT,
+            schedule_to_start_timeout=ACTION_PICKUP_TIMEOUT,
+            retry_policy=ACTION_RETRY,
+            summary=action.description,
+        )
         try:
             if action.start is not None:
-                started: QueryReport = await workflow.execute_activity(
-                    "start_query", action.start, result_type=QueryReport, **options
-                )
+                started = await START_QUERY.execute(action.start, options)
                 return [_status_event(started)]
             if action.stop is not None:
-                stopped: QueryReport = await workflow.execute_activity(
-                    "stop_query", action.stop, result_type=QueryReport, **options
-                )
+                stopped = await STOP_QUERY.execute(action.stop, options)
                 return [_status_event(stopped)]
             if action.explain is not None:
-                explained: ExplainReport = await workflow.execute_activity(
-                    "explain_query", action.explain, result_type=ExplainReport, **options
-                )
+                explained = await EXPLAIN_QUERY.execute(action.explain, options)
                 return [
                     SparkPlanExplained(
                         explained.explanation_id,
@@ -643,9 +639,7 @@ class CoordinatorWorkflow:
                         explained.error,
                     )
                 ]
-            listed: list[QueryReport] = await workflow.execute_activity(
-                "list_queries", action.agent, result_type=list[QueryReport], **options
-            )
+            listed = await LIST_QUERIES.execute(action.agent, options)
             return [_status_event(report) for report in listed]
         except ActivityError as error:
             reason = str(error.cause or error)

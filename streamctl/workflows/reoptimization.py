@@ -20,22 +20,15 @@ Guarantees
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-REOPTIMIZATION_WORKFLOW = "Reoptimization"
-
-
-@dataclass(frozen=True)
-class ReoptimizeTarget:
-    """Which coordinator to ask, and the request id to ask under."""
-
-    coordinator_workflow_id: str
-    request_id: str = ""
+with workflow.unsafe.imports_passed_through():
+    from streamctl.activities.coordinator_requests import request_reoptimize
+    from streamctl.workflows.config import REOPTIMIZATION_WORKFLOW, ReoptimizeTarget
 
 
 @workflow.defn(name=REOPTIMIZATION_WORKFLOW)
@@ -47,7 +40,7 @@ class ReoptimizationWorkflow:
             target.coordinator_workflow_id, f"reoptimize-{info.workflow_id}-{info.run_id}"
         )
         return await workflow.execute_activity(
-            "request_reoptimize",
+            request_reoptimize,
             request,
             start_to_close_timeout=timedelta(seconds=60),
             retry_policy=RetryPolicy(
