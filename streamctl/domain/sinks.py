@@ -20,16 +20,17 @@ from streamctl.domain.validate import checked_name as _name
 from streamctl.domain.validate import checked_schema as _schema
 from streamctl.domain.validate import connector_options as _options
 from streamctl.domain.validate import not_found as _not_found
+from streamctl.error_codes import ErrorCode
 from streamctl.nes_types import SINK_TYPES
-from streamctl.planner.connectors.options import (
+from streamctl.planner.options import (
     normalize_sink_options,
     redact,
 )
+from streamctl.workflows import answers
 from streamctl.workflows import messages as m
-from streamctl.workflows.messages import ErrorCode
 
 
-def sink_json(row: SinkRow) -> dict[str, Any]:
+def sink_json(row: SinkRow) -> answers.Sink:
     return {
         "name": row.name,
         "schema": row.schema,

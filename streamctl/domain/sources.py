@@ -21,20 +21,21 @@ from streamctl.domain.validate import checked_name as _name
 from streamctl.domain.validate import checked_schema as _schema
 from streamctl.domain.validate import connector_options as _options
 from streamctl.domain.validate import not_found as _not_found
+from streamctl.error_codes import ErrorCode
 from streamctl.nes_types import SOURCE_TYPES
-from streamctl.planner.connectors.options import (
+from streamctl.planner.options import (
     normalize_source_options,
     redact,
 )
+from streamctl.workflows import answers
 from streamctl.workflows import messages as m
-from streamctl.workflows.messages import ErrorCode
 
 
-def logical_source_json(row: LogicalSourceRow) -> dict[str, Any]:
+def logical_source_json(row: LogicalSourceRow) -> answers.LogicalSource:
     return {"name": row.name, "schema": row.schema, "created_version": row.created_version}
 
 
-def physical_source_json(row: PhysicalSourceRow) -> dict[str, Any]:
+def physical_source_json(row: PhysicalSourceRow) -> answers.PhysicalSource:
     return {
         "id": row.id,
         "logical_source": row.logical_source,

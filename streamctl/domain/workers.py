@@ -13,18 +13,19 @@ from streamctl.domain import queries as queries_stage
 from streamctl.domain.context import PassContext, RequestFailed
 from streamctl.domain.validate import checked_name as _name
 from streamctl.domain.validate import not_found as _not_found
+from streamctl.error_codes import ErrorCode
 from streamctl.lifecycle.agents import (
     AgentState,
     AgentTrigger,
     can_transition,
     transition,
 )
+from streamctl.workflows import answers
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import AgentAction
-from streamctl.workflows.messages import ErrorCode
 
 
-def worker_json(row: WorkerRow) -> dict[str, Any]:
+def worker_json(row: WorkerRow) -> answers.Worker:
     return {
         "name": row.name,
         "state": row.state,

@@ -1,0 +1,148 @@
+"""The shapes of the coordinator's answers: what each request's ``result`` holds.
+
+Part of the wire contract beside :mod:`streamctl.workflows.messages` (the requests): the pass
+builds these (:mod:`streamctl.domain`), and every frontend reads them through this module: the
+HTTP gateway declares them as its response models (and so in its OpenAPI document), the CLI
+and the client library type their results with them. One declaration per shape; a field added
+here is added everywhere.
+
+They are ``TypedDict`` classes because an answer travels as plain JSON: no conversion on
+either side, and a newer coordinator may add fields an older frontend passes through.
+Descriptions are pydantic ``Field`` annotations, which the gateway's OpenAPI document shows.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, NotRequired, TypedDict
+
+from pydantic import Field
+
+
+class Column(TypedDict):
+    name: str
+    type: Annotated[str, Field(description="NebulaStream type name, e.g. UINT64, INT32, VARSIZED")]
+    nullable: bool
+
+
+class Worker(TypedDict):
+    """An agent (``RegisterWorker``) or a declared worker (``CREATE WORKER``)."""
+
+    name: str
+    state: Annotated[str, Field(description="ALIVE, SUSPECT, DEAD, UNREGISTERED or DECLARED.")]
+    capacity: int
+    load: int
+    task_queue: str
+    address: str
+    draining: bool
+    last_heartbeat_at: float
+    heartbeats: int
+    created_version: int
+
+
+class LogicalSource(TypedDict):
+    name: str
+    schema: list[Column]
+    created_version: int
+
+
+class LogicalSourceDropped(TypedDict):
+    logical_sources: list[str]
+    physical_sources: list[int]
+    queries: list[int]
+
+
+class PhysicalSource(TypedDict):
+    id: int
+    logical_source: str
+    type: str
+    config: Annotated[dict[str, Any], Field(description="Secret option values show as ***.")]
+    worker: str | None
+    created_version: int
+
+
+class PhysicalSourceDropped(TypedDict):
+    physical_sources: list[int]
+
+
+class Sink(TypedDict):
+    name: str
+    schema: list[Column]
+    type: str
+    config: Annotated[dict[str, Any], Field(description="Secret option values show as ***.")]
+    created_version: int
+
+
+class SinkDropped(TypedDict):
+    sinks: list[str]
+    queries: list[int]
+
+
+class Query(TypedDict):
+    id: int
+    statement: Annotated[str, Field(description="As submitted, secret option values as ***.")]
+    sink: str
+    desired_state: str
+    current_state: str
+    worker: str | None
+    error: str | None
+    run: Annotated[int, Field(description="How many times the coordinator started it.")]
+    restarts: int
+    retry_at: float | None
+    statistics: dict[str, Any] | None
+    statistics_at: float | None
+    created_version: int
+
+
+class QueryDetail(Query):
+    sources: list[str]
+    plan: str
+
+
+class QueryDropped(TypedDict):
+    queries: list[int]
+
+
+class Change(TypedDict):
+    version: Annotated[int, Field(description="The snapshot version that made the change.")]
+    seq: int
+    entity: str
+    key: str
+    action: str
+    reason: str
+    message_id: str
+
+
+class QuarantinedMessage(TypedDict):
+    reference: Annotated[str, Field(description="Named by the message's error answer and the log.")]
+    message_id: str
+    kind: str
+    version: Annotated[int, Field(description="The snapshot version when it was set aside.")]
+    error: str
+    body: Annotated[str, Field(description="The message as it was kept (cut to 2,000 characters).")]
+    created_at: float
+
+
+Move = TypedDict("Move", {"from": str, "to": str})
+"""Where reoptimization moves a query (declared functionally: ``from`` is a keyword)."""
+
+
+class Decision(TypedDict):
+    query: int
+    reason: str
+    restart: NotRequired[Annotated[str, Field(description="The agent a failed query restarts on.")]]
+    move: NotRequired[Annotated[Move, Field(description="``from`` and ``to`` agents.")]]
+
+
+class ReoptimizeResult(TypedDict):
+    decisions: list[Decision]
+
+
+class StatementOutcome(TypedDict):
+    statement: Annotated[str, Field(description="What ran, e.g. 'CREATE SINK' or 'SHOW QUERIES'.")]
+    line: int
+    column: int
+    result: Annotated[Any, Field(description="The result of the request the statement stands for.")]
+
+
+class StatementResults(TypedDict):
+    statements: list[StatementOutcome]
