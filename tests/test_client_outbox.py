@@ -13,8 +13,8 @@ import pytest
 
 from streamctl.client.client import CoordinatorClient
 from streamctl.client.errors import ClientClosed, OutboxFull
+from streamctl.error_codes import ErrorCode
 from streamctl.workflows import messages as m
-from streamctl.workflows.messages import ErrorCode
 
 
 def test_a_full_event_outbox_refuses_then_frees_its_room_on_close():

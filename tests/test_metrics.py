@@ -18,11 +18,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import Client, WorkflowFailureError
 
 from streamctl.client.client import CoordinatorClient
+from streamctl.error_codes import ErrorCode
 from streamctl.worker.coordinator import run_coordinator_worker
 from streamctl.worker.metrics import AgentMetrics, MetricsAddress, MetricsEndpoint
 from streamctl.worker.temporal_server import free_port
 from streamctl.workflows import messages as m
-from streamctl.workflows.messages import ErrorCode
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

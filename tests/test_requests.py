@@ -11,9 +11,10 @@ from temporalio.client import WorkflowUpdateFailedError
 from streamctl import config
 from streamctl.client import errors
 from streamctl.client.client import new_id
+from streamctl.error_codes import ErrorCode
 from streamctl.workflows import messages as m
 from streamctl.workflows.config import CoordinatorConfig
-from streamctl.workflows.messages import Envelope, ErrorCode
+from streamctl.workflows.messages import Envelope
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("value", "INT32"))
 

@@ -17,13 +17,13 @@ from test_pass_activity import run_pass
 
 from streamctl.activities.passes import CatalogActivities
 from streamctl.client.systest_files import read_systest
-from streamctl.planner.errors import ERROR_CODES
+from streamctl.error_codes import PLANNER_ERROR_CODES, ErrorCode
 from streamctl.workflows import messages as m
 
 SUITE = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "nes-systests"
 
-KNOWN_CODES = ERROR_CODES | {
-    value for name, value in vars(m.ErrorCode).items() if name.isupper() and name != "INTERNAL"
+KNOWN_CODES = PLANNER_ERROR_CODES | {
+    value for name, value in vars(ErrorCode).items() if name.isupper() and name != "INTERNAL"
 }
 
 SEED_STATEMENTS = [

@@ -4,8 +4,8 @@ the answer could not be read."""
 
 from __future__ import annotations
 
-from streamctl.planner import errors as planner_errors
-from streamctl.workflows.messages import ErrorCode, Response
+from streamctl.error_codes import INVALID_STATEMENT, PLANNER_ERROR_CODES, ErrorCode
+from streamctl.workflows.messages import Response
 
 
 class CoordinatorError(Exception):
@@ -71,7 +71,7 @@ class InvalidQuery(CoordinatorError):
     """A statement the planner refused; ``code`` is the planner's (e.g. ``UNKNOWN_COLUMN``) and
     the message points at the line and column."""
 
-    code = planner_errors.INVALID_STATEMENT
+    code = INVALID_STATEMENT
 
 
 class InternalError(CoordinatorError):
@@ -154,7 +154,7 @@ _BY_CODE: dict[str, type[CoordinatorError]] = {
     )
 }
 _BY_CODE.update(
-    {code: InvalidQuery for code in planner_errors.ERROR_CODES if code != ErrorCode.NOT_SUPPORTED}
+    {code: InvalidQuery for code in PLANNER_ERROR_CODES if code != ErrorCode.NOT_SUPPORTED}
 )
 
 

@@ -14,6 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from streamctl.catalog.fit import text_problem
 from streamctl.compact_json import dumps_bytes
+from streamctl.error_codes import ErrorCode
 from streamctl.limits import (
     INT32_MAX,
     INT32_MIN,
@@ -23,7 +24,6 @@ from streamctl.limits import (
     MAX_REQUEST_BYTES,
 )
 from streamctl.workflows import messages as m
-from streamctl.workflows.messages import ErrorCode
 
 __all__ = ["MAX_REQUEST_BYTES", "DecodeError", "body_size", "decode", "prepare"]
 

@@ -13,8 +13,8 @@ from sqlalchemy import select
 
 from streamctl.catalog.models import ChangelogEntry
 from streamctl.domain.context import PassContext, RequestFailed
+from streamctl.error_codes import ErrorCode
 from streamctl.workflows import messages as m
-from streamctl.workflows.messages import ErrorCode
 
 MAX_LIMIT = 10_000
 

@@ -30,8 +30,9 @@ from streamctl.domain.pass_requests import (
     error_response,
 )
 from streamctl.domain.quarantine import quarantine_row
+from streamctl.error_codes import ErrorCode
 from streamctl.workflows import messages as m
-from streamctl.workflows.messages import ErrorCode, Response
+from streamctl.workflows.messages import Response
 
 log = logging.getLogger(__name__)
 

@@ -22,12 +22,13 @@ from streamctl.domain.pass_requests import (
     error_response,
 )
 from streamctl.domain.quarantine import storable
+from streamctl.error_codes import ErrorCode
 from streamctl.limits import (
     MAX_PASS_RESULT_BYTES,
     MAX_RESPONSE_BYTES,
 )
 from streamctl.workflows import messages as m
-from streamctl.workflows.messages import ErrorCode, Response
+from streamctl.workflows.messages import Response
 
 log = logging.getLogger(__name__)
 

@@ -12,12 +12,13 @@ from typing import Any
 from streamctl.catalog.fit import text_problem
 from streamctl.compact_json import dumps, loads
 from streamctl.domain.decode import body_size
+from streamctl.error_codes import ErrorCode
 from streamctl.limits import (
     MAX_ID_LENGTH,
     MAX_REQUEST_BYTES,
 )
 from streamctl.workflows import messages as m
-from streamctl.workflows.messages import Envelope, ErrorCode, Response
+from streamctl.workflows.messages import Envelope, Response
 from streamctl.workflows.passes import (
     PassTally,
 )

@@ -45,6 +45,7 @@ from streamctl.domain.isolation import Isolate, apply_one_by_one, is_transient
 from streamctl.domain.pass_output import PassOutput
 from streamctl.domain.pass_requests import Request, batch_answers, error_response, tally
 from streamctl.domain.request_ids import load_stored_requests, reused_id_refusals
+from streamctl.error_codes import ErrorCode
 from streamctl.lifecycle.agents import LivenessPolicy
 from streamctl.lifecycle.queries import RestartPolicy
 from streamctl.limits import (
@@ -52,7 +53,7 @@ from streamctl.limits import (
 )
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import action_from_json
-from streamctl.workflows.messages import ErrorCode, Response
+from streamctl.workflows.messages import Response
 from streamctl.workflows.passes import (
     CatalogPosition,
     PassInput,

@@ -21,9 +21,9 @@ from streamctl.catalog.models import QuarantinedMessage, SnapshotVersion, Stored
 from streamctl.catalog.store import bulk_insert
 from streamctl.domain.context import PassContext, RequestFailed
 from streamctl.domain.pass_requests import id_problem
+from streamctl.error_codes import ErrorCode
 from streamctl.limits import MAX_ID_LENGTH
 from streamctl.workflows import messages as m
-from streamctl.workflows.messages import ErrorCode
 from streamctl.workflows.passes import QuarantineInput
 
 MAX_LIMIT = 1000

@@ -24,7 +24,8 @@ from sqlalchemy.orm import Session
 
 from streamctl.catalog.models import StoredResponse
 from streamctl.catalog.store import key_chunks, one_of
-from streamctl.workflows.messages import Envelope, ErrorCode, Response
+from streamctl.error_codes import ErrorCode
+from streamctl.workflows.messages import Envelope, Response
 
 
 class IdentifiedRequest(Protocol):

@@ -33,13 +33,13 @@ from typing import Any
 from streamctl.domain import explain, handlers, inline, workers
 from streamctl.domain import queries as queries_stage
 from streamctl.domain.context import PassContext, RequestFailed
+from streamctl.error_codes import INVALID_STATEMENT, ErrorCode
 from streamctl.limits import INT32_MAX
 from streamctl.planner import ast
-from streamctl.planner.errors import INVALID_STATEMENT, PlannerError
+from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_statements, statement_kind
 from streamctl.planner.placement import pop_pinned_worker
 from streamctl.workflows import messages as m
-from streamctl.workflows.messages import ErrorCode
 
 SHOW_LISTINGS: dict[str, m.Request] = {
     "QUERIES": m.ListQueries(),

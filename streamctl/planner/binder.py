@@ -54,6 +54,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from streamctl.error_codes import (
+    AMBIGUOUS_COLUMN,
+    INVALID_STATEMENT,
+    NOT_SUPPORTED,
+    SINK_SCHEMA_MISMATCH,
+    TYPE_MISMATCH,
+    UNKNOWN_COLUMN,
+    UNKNOWN_SINK,
+    UNKNOWN_SOURCE,
+)
 from streamctl.nes_types import (
     FLOAT_TYPES,
     INTEGER_TYPES,
@@ -66,17 +76,7 @@ from streamctl.nes_types import (
 )
 from streamctl.planner import ast
 from streamctl.planner import plan as ir
-from streamctl.planner.errors import (
-    AMBIGUOUS_COLUMN,
-    INVALID_STATEMENT,
-    NOT_SUPPORTED,
-    SINK_SCHEMA_MISMATCH,
-    TYPE_MISMATCH,
-    UNKNOWN_COLUMN,
-    UNKNOWN_SINK,
-    UNKNOWN_SOURCE,
-    PlannerError,
-)
+from streamctl.planner.errors import PlannerError
 
 __all__ = [
     "BoundQuery",

@@ -5,55 +5,16 @@ Guarantees:
 * :func:`streamctl.planner.parser.parse_statements`, :func:`~streamctl.planner.parser.parse_query`
   and :func:`streamctl.planner.binder.bind_query` raise nothing but :class:`PlannerError`, whatever
   text or catalog they are given (the coordinator turns it into a per-request error response).
-* ``code`` is one of the string constants below; ``message`` names the problem and, when the
-  error belongs to a place in the statement, starts with ``line L, column C:``.
+* ``code`` is one of :data:`streamctl.error_codes.PLANNER_ERROR_CODES` (declared there);
+  ``message`` names the problem and, when the error belongs to a place in the statement,
+  starts with ``line L, column C:``.
 * :attr:`PlannerError.nes_code` is the NebulaStream error number for the same failure, so a
   systest runner can compare against ``ERROR 2003``-style expectations.
 """
 
 from __future__ import annotations
 
-from typing import Final
-
-SYNTAX_ERROR: Final = "SYNTAX_ERROR"
-UNKNOWN_SOURCE: Final = "UNKNOWN_SOURCE"
-UNKNOWN_SINK: Final = "UNKNOWN_SINK"
-UNKNOWN_COLUMN: Final = "UNKNOWN_COLUMN"
-AMBIGUOUS_COLUMN: Final = "AMBIGUOUS_COLUMN"
-TYPE_MISMATCH: Final = "TYPE_MISMATCH"
-SINK_SCHEMA_MISMATCH: Final = "SINK_SCHEMA_MISMATCH"
-NOT_SUPPORTED: Final = "NOT_SUPPORTED"
-INVALID_STATEMENT: Final = "INVALID_STATEMENT"
-UNKNOWN_WORKER: Final = "UNKNOWN_WORKER"
-
-ERROR_CODES: Final = frozenset(
-    {
-        SYNTAX_ERROR,
-        UNKNOWN_SOURCE,
-        UNKNOWN_SINK,
-        UNKNOWN_COLUMN,
-        AMBIGUOUS_COLUMN,
-        TYPE_MISMATCH,
-        SINK_SCHEMA_MISMATCH,
-        NOT_SUPPORTED,
-        INVALID_STATEMENT,
-        UNKNOWN_WORKER,
-    }
-)
-
-NES_ERROR_NUMBERS: Final[dict[str, int]] = {
-    SYNTAX_ERROR: 2000,  # InvalidQuerySyntax
-    UNKNOWN_SOURCE: 2030,  # UnknownSourceName
-    UNKNOWN_SINK: 2033,  # UnknownSinkName
-    UNKNOWN_COLUMN: 2003,  # CannotInferSchema (what NebulaStream reports for unknown fields)
-    AMBIGUOUS_COLUMN: 2003,
-    TYPE_MISMATCH: 2006,  # DifferentFieldTypeExpected
-    SINK_SCHEMA_MISMATCH: 2003,
-    NOT_SUPPORTED: 2008,  # UnsupportedQuery
-    INVALID_STATEMENT: 2029,  # InvalidStatement
-    UNKNOWN_WORKER: 2300,  # a source placed on a worker that does not exist (sources/InlineSource)
-}
-"""NebulaStream's error number for each planner error code."""
+from streamctl.error_codes import NES_ERROR_NUMBERS, PLANNER_ERROR_CODES
 
 
 class PlannerError(Exception):
@@ -62,7 +23,7 @@ class PlannerError(Exception):
     def __init__(
         self, code: str, message: str, line: int | None = None, column: int | None = None
     ) -> None:
-        if code not in ERROR_CODES:
+        if code not in PLANNER_ERROR_CODES:
             raise ValueError(f"unknown planner error code {code!r}")
         self.code = code
         self.line = line

@@ -26,9 +26,10 @@ from lark import Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from lark.tree import Meta
 
+from streamctl.error_codes import INVALID_STATEMENT, SYNTAX_ERROR
 from streamctl.nes_types import NES_TYPE_NAMES, TYPE_NAME_ALIASES
 from streamctl.planner import ast
-from streamctl.planner.errors import INVALID_STATEMENT, SYNTAX_ERROR, PlannerError
+from streamctl.planner.errors import PlannerError
 
 MAX_STATEMENT_CHARS: Final = 1_000_000
 """Longest statement text accepted (characters)."""

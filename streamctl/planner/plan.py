@@ -32,8 +32,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias, cast
 
+from streamctl.error_codes import INVALID_STATEMENT
 from streamctl.nes_types import NES_TYPE_NAMES
-from streamctl.planner.errors import INVALID_STATEMENT, PlannerError
+from streamctl.planner.errors import PlannerError
 
 PLAN_FORMAT_VERSION: Final = 1
 

@@ -83,6 +83,7 @@ with workflow.unsafe.imports_passed_through():
 
     from streamctl.activities.passes import CatalogActivities
     from streamctl.compact_json import dumps
+    from streamctl.error_codes import ErrorCode
     from streamctl.limits import (
         MAX_CARRIED_EVENT_BYTES,
         MAX_EVENT_BATCH_BYTES,
@@ -105,7 +106,6 @@ with workflow.unsafe.imports_passed_through():
     from streamctl.workflows.messages import (
         CheckLiveness,
         Envelope,
-        ErrorCode,
         Event,
         QueryStatusChanged,
         Response,

@@ -67,7 +67,8 @@ class EventBatch:
 
 @dataclass(frozen=True)
 class Response:
-    """The answer to one request. ``error_code`` is set exactly when ``ok`` is false."""
+    """The answer to one request. ``error_code`` (one of :mod:`streamctl.error_codes`) is set
+    exactly when ``ok`` is false."""
 
     id: str
     ok: bool
@@ -75,27 +76,6 @@ class Response:
     error_code: str | None = None
     error_message: str | None = None
     version: int = 0
-
-
-class ErrorCode:
-    """Error codes of per-request failures. Stable: clients map them to exception types."""
-
-    INVALID_REQUEST = "INVALID_REQUEST"
-    UNKNOWN_KIND = "UNKNOWN_KIND"
-    UNSUPPORTED_VERSION = "UNSUPPORTED_VERSION"
-    TOO_LARGE = "TOO_LARGE"
-    INVALID_NAME = "INVALID_NAME"
-    INVALID_SCHEMA = "INVALID_SCHEMA"
-    NOT_FOUND = "NOT_FOUND"
-    ALREADY_EXISTS = "ALREADY_EXISTS"
-    HAS_DEPENDENTS = "HAS_DEPENDENTS"
-    NOT_SUPPORTED = "NOT_SUPPORTED"
-    UNAVAILABLE = "UNAVAILABLE"  # no agent can take the work now; retry later
-    ID_REUSED = "ID_REUSED"  # the request id already names a different request
-    INTERNAL = "INTERNAL"
-    # Statements the planner refuses answer the planner's code (streamctl.planner.errors):
-    # SYNTAX_ERROR, UNKNOWN_SOURCE, UNKNOWN_SINK, UNKNOWN_COLUMN, AMBIGUOUS_COLUMN,
-    # TYPE_MISMATCH, SINK_SCHEMA_MISMATCH, INVALID_STATEMENT.
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,15 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner.systest_files import queries_with_catalog, read_systest, suite_files
-from streamctl.planner import plan
-from streamctl.planner.binder import (
-    BoundQuery,
-    MemoryCatalog,
-    SinkInfo,
-    _common_numeric,
-    bind_query,
-)
-from streamctl.planner.errors import (
+from streamctl.error_codes import (
     AMBIGUOUS_COLUMN,
     INVALID_STATEMENT,
     NOT_SUPPORTED,
@@ -28,8 +20,16 @@ from streamctl.planner.errors import (
     UNKNOWN_COLUMN,
     UNKNOWN_SINK,
     UNKNOWN_SOURCE,
-    PlannerError,
 )
+from streamctl.planner import plan
+from streamctl.planner.binder import (
+    BoundQuery,
+    MemoryCatalog,
+    SinkInfo,
+    _common_numeric,
+    bind_query,
+)
+from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
 
 

@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.systest_files import queries_with_catalog, read_systest, suite_files
+from streamctl.error_codes import INVALID_STATEMENT
 from streamctl.planner import plan
 from streamctl.planner.binder import bind_query
-from streamctl.planner.errors import INVALID_STATEMENT, PlannerError
+from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
 
 
