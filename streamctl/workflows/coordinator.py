@@ -21,11 +21,11 @@ Protocol
 * Update validation refuses a batch (before it enters history) when the buffer is full
   (``Busy``) or the run is draining for continue-as-new (``ContinuingAsNew``); clients retry
   those with the same ids after a backoff.
-* Limits: a request batch holds at most :data:`MAX_REQUESTS_PER_UPDATE` requests and
+* Limits: a request batch holds at most :data:`~streamctl.limits.MAX_REQUESTS_PER_UPDATE` requests and
   ``max_batch_bytes`` bytes (else ``InvalidBatch``, refused before history); one request at
   most ``MAX_REQUEST_BYTES`` (its own ``TOO_LARGE`` answer, :mod:`streamctl.domain.decode`);
-  an event batch at most :data:`MAX_EVENTS_PER_SIGNAL` events of :data:`MAX_EVENT_BATCH_BYTES`
-  in all (a signal cannot be refused, so a larger one is dropped and logged as ``TOO_LARGE``;
+  an event batch at most ``MAX_EVENTS_PER_SIGNAL`` events of ``MAX_EVENT_BATCH_BYTES`` in
+  all (a signal cannot be refused, so a larger one is dropped and logged as ``TOO_LARGE``;
   the client library never sends one).
 
 Guarantees
@@ -48,9 +48,10 @@ Guarantees
 * Everything carried stays under Temporal's 2 MB payload limit: pass results by the pass's
   own budgets (:mod:`streamctl.limits`), events over ``MAX_REQUEST_BYTES`` are dropped on
   arrival, and continue-as-new waits until the pending events fit
-  :data:`MAX_CARRIED_EVENT_BYTES`.
-* Agent actions (start, stop, reconcile) run as activities beside the loop; each outcome comes
-  back as a ``QueryStatusChanged`` event into a later pass. An action is never lost: before
+  :data:`~streamctl.limits.MAX_CARRIED_EVENT_BYTES`.
+* Agent actions (start, stop, reconcile) run as activities beside the loop
+  (:mod:`streamctl.workflows.agent_calls`); each outcome comes back as a ``QueryStatusChanged``
+  event into a later pass. An action is never lost: before
   continue-as-new the run waits up to ``action_drain_timeout`` for the actions under way (an
   activity completing while the run closes would fail that workflow task), and carries the
   ones still running to the next run, which runs them again (every action is idempotent on the
@@ -61,7 +62,7 @@ Guarantees
   workflow task runs fails it (UnhandledCommand), and the retry replays the whole run, so a long
   replay under a steady stream of heartbeats could fail again and again. The run
   refuses new updates, answers every accepted request, waits for its handlers and carries
-  :class:`CoordinatorState` (version, pass number, pending events, sender marks, actions under
+  :class:`~streamctl.workflows.state.CoordinatorState` (version, pass number, pending events, sender marks, actions under
   way) to the next run. No request batch is pending at that point, so no raw payload needs
   carrying.
 """
@@ -75,8 +76,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
-from temporalio.exceptions import TimeoutError as ActivityTimeout
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from temporalio.common import RawValue
@@ -92,24 +92,14 @@ with workflow.unsafe.imports_passed_through():
         MAX_REQUESTS_PER_UPDATE,
     )
     from streamctl.workflows.actions import (
-        EXPLAIN_QUERY,
-        LIST_QUERIES,
-        START_QUERY,
-        STOP_QUERY,
         AgentAction,
-        AgentCallOptions,
-        QueryReport,
-        StopAssignment,
-        agent_task_queue,
     )
+    from streamctl.workflows.agent_calls import run_action
     from streamctl.workflows.config import CoordinatorConfig, CoordinatorStatus
     from streamctl.workflows.messages import (
         CheckLiveness,
         Envelope,
-        Event,
-        QueryStatusChanged,
         Response,
-        SparkPlanExplained,
         compaction_key,
         merge_events,
     )
@@ -142,29 +132,10 @@ PASS_ATTEMPTS = 4
 CATALOG_OUTAGE_MAX_PAUSE = 60.0
 """Seconds between rounds of a pass whose catalog cannot be reached (1, 2, 4 ... up to this):
 about 300 history events an hour of outage."""
-STOP_UNTIL_STOPPED_PATCH = "stop-until-stopped"
-"""A stop that failed while its agent is there is run again instead of reported STOPPED."""
-STOP_AFTER_FAILED_START_PATCH = "stop-after-failed-start"
-"""A failed start is followed by a stop of that run."""
-STOP_RETRY_DELAY = timedelta(seconds=10)
-STOP_ROUNDS = 6
-
 MIN_TIMER_WAIT = 0.02
 """Shorter batching waits run the pass at once: a workflow timer fired 100-200 ms late on the dev
 server here, which made an idle coordinator answer in 300 ms instead of 100. Messages that
 arrive while a pass runs still form the next batch."""
-
-ACTION_TIMEOUT = timedelta(seconds=120)
-"""Starting a query on Spark takes seconds (the first one on an agent ~3 s); stopping less."""
-ACTION_PICKUP_TIMEOUT = timedelta(seconds=20)
-"""An agent that does not pick an action up in this time is probably dead; the action fails and
-the query recovers elsewhere (liveness moves it too)."""
-ACTION_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    maximum_interval=timedelta(seconds=10),
-    maximum_attempts=3,
-    non_retryable_error_types=["QueryRejected"],
-)
 
 SENDER_MEMORY_SECONDS = 24 * 3600.0
 
@@ -584,102 +555,16 @@ class CoordinatorWorkflow:
         task.add_done_callback(lambda done: self.actions_under_way.pop(done, None))
 
     async def _run_action(self, action: AgentAction) -> None:
-        """Run one agent action without blocking the loop; its outcome comes back as events
-        (``QueryStatusChanged``, like the agents' own reports, or ``SparkPlanExplained``)
-        into a later pass.
-
-        A stop that failed while its agent is still there is run again after
-        :data:`STOP_RETRY_DELAY` (up to :data:`STOP_ROUNDS` times): only a stop that no agent
-        picked up (its agent is gone, and its Spark with it) reports ``STOPPED`` without the
-        agent's word, so the catalog never shows a query stopped while its run may go on. A
-        failed start is followed by a stop of that run, in case the start did land."""
-        outcomes = await self._execute_action(action)
-        rounds = 1
-        while action.stop is not None and outcomes is _STOP_AGAIN and rounds < STOP_ROUNDS:
-            await workflow.sleep(STOP_RETRY_DELAY)
-            outcomes = await self._execute_action(action)
-            rounds += 1
-        if outcomes is _STOP_AGAIN:
-            # Still not stopped for sure: the query stays STOPPING (true) rather than STOPPED
-            # (maybe false). Liveness settles it if the agent is gone; a re-registration
-            # reconciles what it runs.
-            workflow.logger.error(
-                "%s failed %d times; leaving it STOPPING", action.description, rounds
-            )
-            return
+        """Run one agent action without blocking the loop (:func:`.agent_calls.run_action`);
+        its outcome comes back as events into a later pass."""
+        outcomes = await run_action(action, self._start_action)
+        if outcomes is None:
+            return  # a stop that kept failing: the query stays STOPPING
         # Due at once: a query's next step (RUNNING, a restart) should not wait for a batch
         # to fill, so the outcome counts as having waited the whole batching timeout already.
         due = workflow.now().timestamp() - self.state.config.timeout
         for event in outcomes:
             self._enqueue_event(event.to_envelope(f"~{workflow.uuid4()}"), due)
-
-    async def _execute_action(self, action: AgentAction) -> list[Event]:
-        queue = agent_task_queue(action.agent)
-        options = AgentCallOptions(
-            task_queue=queue,
-            start_to_close_timeout=ACTION_TIMEOUT,
-            schedule_to_start_timeout=ACTION_PICKUP_TIMEOUT,
-            retry_policy=ACTION_RETRY,
-            summary=action.description,
-        )
-        try:
-            if action.start is not None:
-                started = await START_QUERY.execute(action.start, options)
-                return [_status_event(started)]
-            if action.stop is not None:
-                stopped = await STOP_QUERY.execute(action.stop, options)
-                return [_status_event(stopped)]
-            if action.explain is not None:
-                explained = await EXPLAIN_QUERY.execute(action.explain, options)
-                return [
-                    SparkPlanExplained(
-                        explained.explanation_id,
-                        explained.agent,
-                        explained.spark_plan,
-                        explained.error,
-                    )
-                ]
-            listed = await LIST_QUERIES.execute(action.agent, options)
-            return [_status_event(report) for report in listed]
-        except ActivityError as error:
-            reason = str(error.cause or error)
-            if action.start is not None:
-                start = action.start
-                failed = f"start on {action.agent} failed: {reason}"
-                if workflow.patched(STOP_AFTER_FAILED_START_PATCH):
-                    # The start may have landed after its activity gave up (its answer lost):
-                    # stop that run; the agent ignores a stop of a run it does not have.
-                    self._start_action(
-                        AgentAction(action.agent, stop=StopAssignment(start.query_id, start.run))
-                    )
-                return [
-                    QueryStatusChanged(
-                        start.query_id, "CRASHED", failed, agent=action.agent, run=start.run
-                    )
-                ]
-            if (
-                action.stop is not None
-                and not _never_picked_up(error)
-                and workflow.patched(STOP_UNTIL_STOPPED_PATCH)
-            ):
-                return _STOP_AGAIN
-            if action.stop is not None:
-                # Nothing more to do here: if the agent still runs it, reconciliation stops it
-                # when the agent registers again.
-                stop = action.stop
-                failed = f"stop on {action.agent} failed: {reason}"
-                return [
-                    QueryStatusChanged(
-                        stop.query_id, "STOPPED", failed, agent=action.agent, run=stop.run
-                    )
-                ]
-            if action.explain is not None:
-                failed = f"explain on {action.agent} failed: {reason}"
-                return [
-                    SparkPlanExplained(action.explain.explanation_id, action.agent, None, failed)
-                ]
-            workflow.logger.warning("reconciling %s failed: %s", action.agent, reason)
-            return []
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -760,16 +645,6 @@ class CoordinatorWorkflow:
                 self.state.sender_seqs.pop(sender, None)
 
 
-_STOP_AGAIN: list[Event] = []
-"""The outcome of a stop that failed while its agent may still run the query."""
-
-
-def _never_picked_up(error: ActivityError) -> bool:
-    """Whether no agent took the action (its task queue has no poller: the agent is gone)."""
-    cause = error.cause
-    return isinstance(cause, ActivityTimeout) and cause.type == TimeoutType.SCHEDULE_TO_START
-
-
 def _count_refused(channel: str, reason: str) -> None:
     """Count a refused update or a dropped event in the worker's metrics (the SDK's meter is
     replay-safe: a replay counts nothing again)."""
@@ -778,9 +653,3 @@ def _count_refused(channel: str, reason: str) -> None:
         "Update batches refused and events dropped by the coordinator workflow as malformed "
         "or too large (the reason is in the worker's log).",
     ).add(1, {"channel": channel, "reason": reason})
-
-
-def _status_event(report: QueryReport) -> QueryStatusChanged:
-    return QueryStatusChanged(
-        report.query_id, report.status, report.error, agent=report.agent, run=report.run
-    )

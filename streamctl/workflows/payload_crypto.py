@@ -9,7 +9,7 @@ wherever it hides: a ``CreateSink`` config, the text of an ``ExecuteStatement``,
 result, an agent's ``start_query`` action. A payload carries a secret when, case-insensitively,
 
 * it holds a URL with user info (``postgresql://user:pw@host``), or
-* a word of :data:`~streamctl.planner.connectors.options.SECRET_WORDS` (``password``,
+* a word of :data:`~streamctl.secret_options.SECRET_WORDS` (``password``,
   ``jaas``, ``token`` ...) is part of an option's *name*: a JSON member name (``"password":``,
   ``"kafka.sasl.jaas.config":``, also in JSON nested in a string), or the key of a statement
   option after a literal (``'hunter2' AS `SINK`.PASSWORD``, ``42 AS sasl_password``), or
@@ -59,7 +59,7 @@ from typing import Any
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import EncodingPayloadConverter, PayloadCodec
 
-from streamctl.planner.connectors.options import SECRET_WORDS, SINK_OPTIONS, SOURCE_OPTIONS
+from streamctl.secret_options import SECRET_WORDS, URL_SECRET_OPTIONS
 
 log = logging.getLogger(__name__)
 
@@ -109,14 +109,7 @@ _LOOK_BACK = 512
 def _url_option_names() -> tuple[bytes, ...]:
     """Names of secret options without a secret word (``url``, ``connection_url``): their
     credentials are a URL's user info or a ``password=`` parameter of their value."""
-    names = {
-        name.lower()
-        for specs in (*SOURCE_OPTIONS.values(), *SINK_OPTIONS.values())
-        for spec in specs
-        if spec.secret
-        for name in (spec.key, *(n.rpartition(".")[2] for n in spec.nes_names))
-    }
-    return tuple(sorted(n.encode() for n in names if not any(word in n for word in SECRET_WORDS)))
+    return tuple(sorted(name.encode() for name in URL_SECRET_OPTIONS))
 
 
 _URL_OPTION = re.compile(

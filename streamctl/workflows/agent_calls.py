@@ -1,0 +1,175 @@
+"""Running one agent action from the coordinator workflow, and turning its outcome into the
+events a later pass applies.
+
+Protocol: the pass decides actions (:class:`~streamctl.workflows.actions.AgentAction`); the
+workflow runs each as an activity on its agent's task queue through the typed
+:class:`~streamctl.workflows.actions.AgentActivity` constants, without blocking its loop. The
+outcome is a ``QueryStatusChanged`` (like the agents' own reports) or ``SparkPlanExplained``
+event:
+
+* a start answers the agent's report; a failed start reports ``CRASHED`` and is followed by a
+  stop of that run, in case it landed after its activity gave up;
+* a stop answers the agent's report; a stop that failed while its agent is there is run again
+  every :data:`STOP_RETRY_DELAY`, and after :data:`STOP_ROUNDS` the query is left
+  ``STOPPING`` (no event); only a stop no agent picked up reports ``STOPPED`` without the
+  agent's word;
+* an explain answers Spark's plan or the error; a reconcile lists what the agent runs.
+
+Workflow code: deterministic, and the two ``workflow.patched`` ids keep older histories
+replaying as they ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, TimeoutType
+from temporalio.exceptions import TimeoutError as ActivityTimeout
+
+with workflow.unsafe.imports_passed_through():
+    from streamctl.workflows.actions import (
+        EXPLAIN_QUERY,
+        LIST_QUERIES,
+        START_QUERY,
+        STOP_QUERY,
+        AgentAction,
+        AgentCallOptions,
+        QueryReport,
+        StopAssignment,
+        agent_task_queue,
+    )
+    from streamctl.workflows.messages import Event, QueryStatusChanged, SparkPlanExplained
+
+STOP_UNTIL_STOPPED_PATCH = "stop-until-stopped"
+"""A stop that failed while its agent is there is run again instead of reported STOPPED."""
+STOP_AFTER_FAILED_START_PATCH = "stop-after-failed-start"
+"""A failed start is followed by a stop of that run."""
+STOP_RETRY_DELAY = timedelta(seconds=10)
+STOP_ROUNDS = 6
+
+ACTION_TIMEOUT = timedelta(seconds=120)
+"""Starting a query on Spark takes seconds (the first one on an agent ~3 s); stopping less."""
+ACTION_PICKUP_TIMEOUT = timedelta(seconds=20)
+"""An agent that does not pick an action up in this time is probably dead; the action fails and
+the query recovers elsewhere (liveness moves it too)."""
+ACTION_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=3,
+    non_retryable_error_types=["QueryRejected"],
+)
+
+
+async def run_action(
+    action: AgentAction, start_action: Callable[[AgentAction], None]
+) -> list[Event] | None:
+    """Run one agent action: the events its outcome brings (``QueryStatusChanged``, like the
+    agents' own reports, or ``SparkPlanExplained``) for a later pass, or ``None`` for a stop
+    that kept failing. ``start_action`` runs a follow-up action beside this one.
+
+    A stop that failed while its agent is still there is run again after
+    :data:`STOP_RETRY_DELAY` (up to :data:`STOP_ROUNDS` times): only a stop that no agent
+    picked up (its agent is gone, and its Spark with it) reports ``STOPPED`` without the
+    agent's word, so the catalog never shows a query stopped while its run may go on. A
+    failed start is followed by a stop of that run, in case the start did land."""
+    outcomes = await _execute_action(action, start_action)
+    rounds = 1
+    while action.stop is not None and outcomes is _STOP_AGAIN and rounds < STOP_ROUNDS:
+        await workflow.sleep(STOP_RETRY_DELAY)
+        outcomes = await _execute_action(action, start_action)
+        rounds += 1
+    if outcomes is _STOP_AGAIN:
+        # Still not stopped for sure: the query stays STOPPING (true) rather than STOPPED
+        # (maybe false). Liveness settles it if the agent is gone; a re-registration
+        # reconciles what it runs.
+        workflow.logger.error("%s failed %d times; leaving it STOPPING", action.description, rounds)
+        return None
+    return outcomes
+
+
+async def _execute_action(
+    action: AgentAction, start_action: Callable[[AgentAction], None]
+) -> list[Event]:
+    queue = agent_task_queue(action.agent)
+    options = AgentCallOptions(
+        task_queue=queue,
+        start_to_close_timeout=ACTION_TIMEOUT,
+        schedule_to_start_timeout=ACTION_PICKUP_TIMEOUT,
+        retry_policy=ACTION_RETRY,
+        summary=action.description,
+    )
+    try:
+        if action.start is not None:
+            started = await START_QUERY.execute(action.start, options)
+            return [_status_event(started)]
+        if action.stop is not None:
+            stopped = await STOP_QUERY.execute(action.stop, options)
+            return [_status_event(stopped)]
+        if action.explain is not None:
+            explained = await EXPLAIN_QUERY.execute(action.explain, options)
+            return [
+                SparkPlanExplained(
+                    explained.explanation_id,
+                    explained.agent,
+                    explained.spark_plan,
+                    explained.error,
+                )
+            ]
+        listed = await LIST_QUERIES.execute(action.agent, options)
+        return [_status_event(report) for report in listed]
+    except ActivityError as error:
+        reason = str(error.cause or error)
+        if action.start is not None:
+            start = action.start
+            failed = f"start on {action.agent} failed: {reason}"
+            if workflow.patched(STOP_AFTER_FAILED_START_PATCH):
+                # The start may have landed after its activity gave up (its answer lost):
+                # stop that run; the agent ignores a stop of a run it does not have.
+                start_action(
+                    AgentAction(action.agent, stop=StopAssignment(start.query_id, start.run))
+                )
+            return [
+                QueryStatusChanged(
+                    start.query_id, "CRASHED", failed, agent=action.agent, run=start.run
+                )
+            ]
+        if (
+            action.stop is not None
+            and not _never_picked_up(error)
+            and workflow.patched(STOP_UNTIL_STOPPED_PATCH)
+        ):
+            return _STOP_AGAIN
+        if action.stop is not None:
+            # Nothing more to do here: if the agent still runs it, reconciliation stops it
+            # when the agent registers again.
+            stop = action.stop
+            failed = f"stop on {action.agent} failed: {reason}"
+            return [
+                QueryStatusChanged(
+                    stop.query_id, "STOPPED", failed, agent=action.agent, run=stop.run
+                )
+            ]
+        if action.explain is not None:
+            failed = f"explain on {action.agent} failed: {reason}"
+            return [SparkPlanExplained(action.explain.explanation_id, action.agent, None, failed)]
+        workflow.logger.warning("reconciling %s failed: %s", action.agent, reason)
+        return []
+
+
+_STOP_AGAIN: list[Event] = []
+"""The outcome of a stop that failed while its agent may still run the query."""
+
+
+def _never_picked_up(error: ActivityError) -> bool:
+    """Whether no agent took the action (its task queue has no poller: the agent is gone)."""
+    cause = error.cause
+    return isinstance(cause, ActivityTimeout) and cause.type == TimeoutType.SCHEDULE_TO_START
+
+
+def _status_event(report: QueryReport) -> QueryStatusChanged:
+    return QueryStatusChanged(
+        report.query_id, report.status, report.error, agent=report.agent, run=report.run
+    )
