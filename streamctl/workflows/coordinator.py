@@ -21,12 +21,12 @@ Protocol
 * Update validation refuses a batch (before it enters history) when the buffer is full
   (``Busy``) or the run is draining for continue-as-new (``ContinuingAsNew``); clients retry
   those with the same ids after a backoff.
-* Limits: a request batch holds at most :data:`~streamctl.limits.MAX_REQUESTS_PER_UPDATE` requests and
-  ``max_batch_bytes`` bytes (else ``InvalidBatch``, refused before history); one request at
-  most ``MAX_REQUEST_BYTES`` (its own ``TOO_LARGE`` answer, :mod:`streamctl.domain.decode`);
-  an event batch at most ``MAX_EVENTS_PER_SIGNAL`` events of ``MAX_EVENT_BATCH_BYTES`` in
-  all (a signal cannot be refused, so a larger one is dropped and logged as ``TOO_LARGE``;
-  the client library never sends one).
+* Limits (:mod:`streamctl.limits`): a request batch holds at most ``MAX_REQUESTS_PER_UPDATE``
+  requests and ``max_batch_bytes`` bytes (else ``InvalidBatch``, refused before history); one
+  request at most ``MAX_REQUEST_BYTES`` (its own ``TOO_LARGE`` answer,
+  :mod:`streamctl.domain.decode`); an event batch at most ``MAX_EVENTS_PER_SIGNAL`` events of
+  ``MAX_EVENT_BATCH_BYTES`` in all (a signal cannot be refused, so a larger one is dropped and
+  logged as ``TOO_LARGE``; the client library never sends one).
 
 Guarantees
 ----------
@@ -62,9 +62,9 @@ Guarantees
   workflow task runs fails it (UnhandledCommand), and the retry replays the whole run, so a long
   replay under a steady stream of heartbeats could fail again and again. The run
   refuses new updates, answers every accepted request, waits for its handlers and carries
-  :class:`~streamctl.workflows.state.CoordinatorState` (version, pass number, pending events, sender marks, actions under
-  way) to the next run. No request batch is pending at that point, so no raw payload needs
-  carrying.
+  :class:`~streamctl.workflows.state.CoordinatorState` (version, pass number, pending events,
+  sender marks, actions under way) to the next run. No request batch is pending at that
+  point, so no raw payload needs carrying.
 """
 
 from __future__ import annotations
