@@ -22,9 +22,9 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from test_spark_actions import ORDERS, assignment
 
-from streamctl.planner.connectors.options import normalize_source_options
-from streamctl.planner.connectors.sinks import read_file_sink
-from streamctl.planner.connectors.specs import SinkSpec
+from streamctl.planner.options import normalize_source_options
+from streamctl.spark.sinks import read_file_sink
+from streamctl.spark.specs import SinkSpec
 from streamctl.worker.supervisor import agent_command
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import (

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from streamctl.activities.spark import SparkQueries, _Started
+from streamctl.spark.queries import SparkQueries, _Started
 from streamctl.workflows import messages as m
 
 

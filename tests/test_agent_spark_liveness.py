@@ -39,12 +39,12 @@ from test_agent_process import agent_probe, workflow_assignment
 from test_spark_actions import assignment
 
 from streamctl.client.client import CoordinatorClient
-from streamctl.planner.connectors.sinks import read_file_sink
-from streamctl.planner.connectors.specs import SinkSpec
+from streamctl.spark.sinks import read_file_sink
+from streamctl.spark.specs import SinkSpec
 from streamctl.worker.supervisor import agent_command
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import QueryReport, agent_task_queue, query_name
-from streamctl.workflows.coordinator import CoordinatorConfig
+from streamctl.workflows.config import CoordinatorConfig
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

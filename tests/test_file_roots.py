@@ -12,7 +12,7 @@ import pytest
 from test_pass_activity import codes, run_pass
 
 from streamctl.activities.passes import CatalogActivities
-from streamctl.planner.connectors.options import SINK_OPTIONS, SOURCE_OPTIONS
+from streamctl.planner.options import SINK_OPTIONS, SOURCE_OPTIONS
 from streamctl.workflows import messages as m
 
 COLUMNS = (m.ColumnSpec("id", "UINT64", False),)

@@ -16,9 +16,9 @@ import pytest
 from test_spark_cluster import connect_server  # noqa: F401  (the fixture)
 
 from streamctl.catalog.urls import libpq_url
-from streamctl.planner.connectors.sinks import MARKER_TABLE, start_sink
-from streamctl.planner.connectors.sources import read_source
-from streamctl.planner.connectors.specs import SinkSpec, SourceSpec
+from streamctl.spark.sinks import MARKER_TABLE, start_sink
+from streamctl.spark.sources import read_source
+from streamctl.spark.specs import SinkSpec, SourceSpec
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.postgres]
 

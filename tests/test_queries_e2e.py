@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from conftest import wait_until
 from sqlalchemy import select
-from streamctl.planner.connectors.sinks import read_file_sink
-from streamctl.planner.connectors.specs import SinkSpec
 from test_agent_process import spawn_agent
 
 from streamctl.catalog.models import ChangelogEntry
 from streamctl.catalog.store import create_catalog_engine
 from streamctl.client.client import CoordinatorClient
+from streamctl.spark.sinks import read_file_sink
+from streamctl.spark.specs import SinkSpec
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import query_name
 from streamctl.workflows.config import CoordinatorConfig

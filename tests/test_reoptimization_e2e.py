@@ -25,7 +25,7 @@ import pytest
 from conftest import wait_until
 from test_queries_e2e import FILTER, deploy
 
-from streamctl.planner.connectors.sinks import read_file_sink
+from streamctl.spark.sinks import read_file_sink
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import query_name
 

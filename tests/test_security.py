@@ -26,14 +26,6 @@ from typing import Any
 
 import pytest
 from conftest import DevServer, coordinator_worker
-from streamctl.planner.connectors.options import (
-    SECRET_WORDS,
-    SINK_OPTIONS,
-    SOURCE_OPTIONS,
-    ConnectorOptionError,
-    normalize_sink_options,
-    redact_statement,
-)
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 
@@ -41,6 +33,13 @@ from streamctl import config
 from streamctl.client.client import CoordinatorClient
 from streamctl.client.errors import InvalidName, InvalidRequest
 from streamctl.limits import MAX_EVENTS_PER_SIGNAL
+from streamctl.planner.options import (
+    SINK_OPTIONS,
+    SOURCE_OPTIONS,
+    ConnectorOptionError,
+    normalize_sink_options,
+)
+from streamctl.secret_options import SECRET_WORDS, redact_statement
 from streamctl.worker.coordinator import ensure_coordinator
 from streamctl.worker.temporal_server import temporal_binary
 from streamctl.workflows import messages as m

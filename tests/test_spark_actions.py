@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from streamctl.activities.spark import SparkQueries
 from streamctl.planner.binder import MemoryCatalog, SinkInfo, bind_query
-from streamctl.planner.connectors.sinks import read_file_sink
-from streamctl.planner.connectors.specs import SinkSpec
 from streamctl.planner.parser import parse_query
+from streamctl.spark.queries import SparkQueries
+from streamctl.spark.sinks import read_file_sink
+from streamctl.spark.specs import SinkSpec
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import (
     QueryAssignment,

@@ -7,9 +7,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from streamctl.activities.spark import SparkQueries, _Started
 from streamctl.lifecycle.queries import contained, fails_on_its_input, lost_with_its_spark
 from streamctl.lifecycle.spark import RunFacts, Strikes, suspect
+from streamctl.spark.queries import SparkQueries, _Started
 from streamctl.workflows import messages as m
 
 

@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy.engine import make_url
 from test_stack import streamctl
 
-from streamctl.catalog.urls import redact_url
 from streamctl.client.client import CoordinatorClient
+from streamctl.secret_options import redact_url
 from streamctl.worker.supervisor import STACK_FILE, coordinator_command, pid_alive, read_stack
 from streamctl.worker.temporal_server import free_port
 from streamctl.workflows import messages as m

@@ -31,7 +31,7 @@ from temporalio.api.common.v1 import Payload
 
 from streamctl import config
 from streamctl.client.systest_cli import run_systest_command
-from streamctl.planner.connectors.options import SECRET_WORDS
+from streamctl.secret_options import SECRET_WORDS
 from streamctl.worker.coordinator import ensure_coordinator
 from streamctl.workflows.payload_crypto import SecretPayloadCodec
 from streamctl.workflows.payload_crypto import mentions_secret as carries_secret

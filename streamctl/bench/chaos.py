@@ -102,7 +102,7 @@ from streamctl.client.errors import ClientError, OutboxFull, RequestTimeout
 from streamctl.worker.supervisor import Supervisor, pid_alive
 from streamctl.worker.temporal_server import free_port, port_open
 from streamctl.workflows import messages as m
-from streamctl.workflows.coordinator import CoordinatorConfig
+from streamctl.workflows.config import CoordinatorConfig
 
 TARGETS = ("coordinator_worker", "agent", "spark_jvm", "temporal", "postgres")
 KILLS_PER_5_MIN = {
@@ -652,8 +652,8 @@ async def _wait_for(what: str, check: Any, timeout: float, interval: float = 1.0
 
 
 def _sink_rows(data: Path, index: int) -> Counter[tuple[Any, ...]]:
-    from streamctl.planner.connectors.sinks import read_file_sink
-    from streamctl.planner.connectors.specs import SinkSpec
+    from streamctl.spark.sinks import read_file_sink
+    from streamctl.spark.specs import SinkSpec
 
     spec = SinkSpec(
         f"sink_{index}", "FILE", {"file_path": str(data / f"sink_{index}")}, SINK_SCHEMA
@@ -789,7 +789,7 @@ def dead_figures(
 
 async def _failed_workflow_tasks(run: _Run) -> int | None:
     from streamctl.bench.adversarial import failed_workflow_tasks
-    from streamctl.workflows.coordinator import COORDINATOR_WORKFLOW_ID
+    from streamctl.workflows.config import COORDINATOR_WORKFLOW_ID
 
     client = run.supervisor.client
     if client is None:

@@ -85,11 +85,11 @@ async def _deploy(root: Path, source_dir: Path, rounds: int, master: str) -> lis
 
 def _raw(root: Path, source_dir: Path, rounds: int, master: str) -> list[float]:
     from streamctl.planner.binder import MemoryCatalog, SinkInfo, bind_query
-    from streamctl.planner.connectors.sinks import start_sink
-    from streamctl.planner.connectors.sources import read_source
-    from streamctl.planner.connectors.specs import SinkSpec, SourceSpec
     from streamctl.planner.parser import parse_query
-    from streamctl.planner.translate import build
+    from streamctl.spark.sinks import start_sink
+    from streamctl.spark.sources import read_source
+    from streamctl.spark.specs import SinkSpec, SourceSpec
+    from streamctl.spark.translate import build
     from streamctl.worker.agent import agent_spark_session
 
     session = agent_spark_session("bench_raw", master, root / "raw")

@@ -4,15 +4,11 @@ Spark's Python workers import the connector modules that use these, and they sho
 for (or need) SQLAlchemy and Alembic to read a URL.
 
 A catalog URL may carry a password. Whatever shows a URL to people or writes it where others
-may read it (output, logs, ``stack.json``) shows :func:`redact_url` of it instead.
+may read it (output, logs, ``stack.json``) shows :func:`streamctl.secret_options.redact_url` of
+it instead.
 """
 
 from __future__ import annotations
-
-import re
-
-_PASSWORD_PARAMETER = re.compile(r"(?i)\b(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^&\s]*)")
-"""A ``password=`` query parameter (``?password=x``) or libpq conninfo pair (``password='x'``)."""
 
 
 def normalize_url(url: str) -> str:
@@ -39,19 +35,3 @@ def catalog_kind(url: str) -> str:
     """The database a catalog URL names (``sqlite``, ``postgresql``), never its credentials."""
     scheme = url.partition("://")[0].partition("+")[0].lower()
     return "postgresql" if scheme == "postgres" else scheme or "unknown"
-
-
-def redact_url(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (``postgresql://user:***@host/db``), in
-    the user info and in ``password=`` parameters; the user, host and database stay readable.
-
-    The user info ends at the last ``@``: a password may hold ``@``, ``/`` or ``:`` (libpq
-    takes some unencoded), so anything up to there could be part of it.
-    """
-    scheme, separator, rest = url.partition("://")
-    if separator and "@" in rest and not rest.startswith("/"):  # sqlite:///path has no user
-        userinfo, _, location = rest.rpartition("@")
-        user, colon, _password = userinfo.partition(":")
-        if colon:
-            url = f"{scheme}://{user}:***@{location}"
-    return _PASSWORD_PARAMETER.sub(r"\1***", url)

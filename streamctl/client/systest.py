@@ -62,10 +62,8 @@ from typing import Any
 from streamctl.client.client import CoordinatorClient
 from streamctl.client.systest_compare import Row, compare_rows, split_expected_row
 from streamctl.client.systest_files import Query, Statement, SystestFile, read_systest
-from streamctl.planner.connectors.options import normalize_sink_options
-from streamctl.planner.connectors.sinks import read_checksum, read_file_sink_lines, split_sink_line
-from streamctl.planner.connectors.specs import ConnectorError, SinkSpec
-from streamctl.planner.errors import NES_ERROR_NUMBERS, NOT_SUPPORTED
+from streamctl.error_codes import NES_ERROR_NUMBERS, NOT_SUPPORTED
+from streamctl.sink_files import SinkFileError, read_checksum, read_file_sink_lines, split_sink_line
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import query_name
 
@@ -579,13 +577,12 @@ def with_option(statement: str, option: str) -> str:
 
 def _read_sink(sink: _Sink, query_id: int) -> tuple[list[Row], list[str]]:
     types = [str(column["type"]) for column in sink.schema]
-    config = normalize_sink_options(sink.type, sink.config)
+    config = sink.config  # canonical: as the coordinator stored (and answers) it
     name = query_name(query_id)
     if sink.type == "CHECKSUM":
         checksum = read_checksum(Path(config["file_path"]) / name)
         return [[str(checksum.tuples), str(checksum.checksum)]], ["UINT64", "UINT64"]
-    spec = SinkSpec(sink.name, sink.type, config, sink.schema)
-    lines = read_file_sink_lines(spec, name)
+    lines = read_file_sink_lines(sink, name)
     delimiter = str(config.get("field_delimiter") or ",")
     quoted = bool(config.get("quote_strings"))
     rows = [_sink_row(line, types, delimiter, quoted) for line in lines]
@@ -597,7 +594,7 @@ def _sink_row(line: str, types: list[str], delimiter: str, quoted: bool) -> Row:
     split into the sink's columns stays one field, so the comparison shows it whole."""
     try:
         parts = split_sink_line(line, types, delimiter, quoted)
-    except ConnectorError:
+    except SinkFileError:
         return [line]
     if len(parts) != len(types):
         return [line]

@@ -39,15 +39,14 @@ from streamctl.catalog.rows import LogicalSourceRow, PhysicalSourceRow, SinkRow
 from streamctl.domain.context import PassContext, RequestFailed
 from streamctl.domain.paths import confine_sink_options, confine_source_options
 from streamctl.domain.validate import checked_kind, checked_schema, connector_options
+from streamctl.error_codes import INVALID_STATEMENT, UNKNOWN_WORKER, ErrorCode
 from streamctl.nes_types import SINK_TYPES, SOURCE_TYPES
 from streamctl.planner import ast
 from streamctl.planner import plan as ir
 from streamctl.planner.binder import BoundQuery
-from streamctl.planner.connectors.options import normalize_sink_options, normalize_source_options
-from streamctl.planner.errors import INVALID_STATEMENT, UNKNOWN_WORKER
+from streamctl.planner.options import normalize_sink_options, normalize_source_options
 from streamctl.planner.placement import pop_pinned_worker
 from streamctl.workflows import messages as m
-from streamctl.workflows.messages import ErrorCode
 
 _OWNED = re.compile(r"^query(\d+)\.(?:source\d+|sink)$")
 PATH_OPTION = "file_path"

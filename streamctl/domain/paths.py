@@ -5,7 +5,7 @@ Protocol
 Anyone who can send a request or a statement names the files an agent reads and writes, so the
 coordinator confines every such path before it stores it (DESIGN §5: no file paths smuggled in).
 The paths are the connector options marked ``path`` in the option table
-(:mod:`streamctl.planner.connectors.options`): the ``file_path`` of File sources (CSV, JSON and
+(:mod:`streamctl.planner.options`): the ``file_path`` of File sources (CSV, JSON and
 Parquet alike) and of File and Checksum sinks, a Generator's ``data_dir``; and the files of a
 Generator schema's ``WORDLIST <path>`` fields. Whenever the pass creates a physical source or a
 sink -- ``CreatePhysicalSource``, ``CreateSink``, their statements ``CREATE PHYSICAL SOURCE ...
@@ -48,9 +48,9 @@ from typing import Any
 
 from streamctl import config
 from streamctl.domain.context import RequestFailed
-from streamctl.planner.connectors import generator
-from streamctl.planner.connectors.options import SINK_OPTIONS, SOURCE_OPTIONS, OptionSpec
-from streamctl.workflows.messages import ErrorCode
+from streamctl.error_codes import ErrorCode
+from streamctl.planner import generator_schema as generator
+from streamctl.planner.options import SINK_OPTIONS, SOURCE_OPTIONS, OptionSpec
 
 _UNSAFE_IN_SCHEMA = re.compile(r"[\s,]")
 """Characters a ``WORDLIST`` path cannot hold in the generator schema's text."""

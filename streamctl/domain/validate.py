@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from streamctl.domain.context import RequestFailed
+from streamctl.error_codes import ErrorCode
 from streamctl.nes_types import (
     InvalidName,
     SchemaError,
@@ -16,9 +17,8 @@ from streamctl.nes_types import (
     check_kind,
     normalize_schema,
 )
-from streamctl.planner.connectors.options import ConnectorOptionError
+from streamctl.planner.options import ConnectorOptionError
 from streamctl.workflows import messages as m
-from streamctl.workflows.messages import ErrorCode
 
 
 def checked_name(value: str, what: str) -> str:

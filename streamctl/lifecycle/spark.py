@@ -1,6 +1,6 @@
 """The lifecycle of an agent's Spark (its SparkSession and driver JVM), and which query a death
 of it is blamed on. Pure: the agent (:mod:`streamctl.worker.spark_watchdog`,
-:mod:`streamctl.activities.spark`) applies it.
+:mod:`streamctl.spark.queries`) applies it.
 
 States
 ------

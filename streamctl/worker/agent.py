@@ -5,7 +5,7 @@ Lifecycle of an agent process:
 1. Build its SparkSession (``local[*]`` by default, any Spark master URL, or a Spark Connect
    ``sc://`` URL).
 2. Start a Temporal worker on task queue ``agent.<name>`` hosting the Spark actions
-   (:mod:`streamctl.activities.spark`), run in threads because every Spark call blocks.
+   (:mod:`streamctl.activities.agent`), run in threads because every Spark call blocks.
 3. Send ``RegisterWorker`` (capacity, task queue, host), then a ``Heartbeat`` every
    ``heartbeat_interval`` seconds with its load (active queries) and capacity. Registering
    again after a restart makes the coordinator reconcile what this agent should run.
@@ -44,7 +44,7 @@ from streamctl.worker.metrics import AgentMetrics, MetricsAddress, SdkMetrics
 from streamctl.worker.spark_watchdog import SparkBroken, SparkWatchdog
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import agent_task_queue
-from streamctl.workflows.coordinator import COORDINATOR_WORKFLOW_ID
+from streamctl.workflows.config import COORDINATOR_WORKFLOW_ID
 from streamctl.workflows.wire import connect
 
 if TYPE_CHECKING:
@@ -120,7 +120,8 @@ async def run_agent(
 ) -> None:
     """Run the agent until SIGTERM/SIGINT; raises :class:`SparkBroken` (after unregistering)
     when it could not keep its Spark alive."""
-    from streamctl.activities.spark import SparkActivities, SparkQueries
+    from streamctl.activities.agent import SparkActivities
+    from streamctl.spark.queries import SparkQueries
 
     metrics = AgentMetrics(name, capacity)
     sdk = SdkMetrics() if metrics_address.enabled else None

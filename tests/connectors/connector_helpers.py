@@ -6,9 +6,9 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from streamctl.planner.connectors.sinks import start_sink
-from streamctl.planner.connectors.sources import read_source
-from streamctl.planner.connectors.specs import SinkSpec, SourceSpec
+from streamctl.spark.sinks import start_sink
+from streamctl.spark.sources import read_source
+from streamctl.spark.specs import SinkSpec, SourceSpec
 
 TESTDATA = Path(__file__).resolve().parents[3] / "shared/conformance/nes-systests/testdata"
 QUERY_TIMEOUT_S = 120

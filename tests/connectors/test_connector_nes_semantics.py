@@ -11,20 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from streamctl.planner.connectors.generator import (
-    GeneratorPlan,
-    GeneratorSchemaError,
-    mt19937,
-    parse_generator_schema,
-    parse_rate,
-)
-from streamctl.planner.connectors.nes_text import (
+from streamctl.nes_text import (
     Checksum,
     format_float,
     format_row,
     format_value,
     parse_value,
 )
+from streamctl.planner.generator_schema import (
+    GeneratorSchemaError,
+    parse_generator_schema,
+    parse_rate,
+)
+from streamctl.spark.generator import GeneratorPlan, mt19937
 
 TESTDATA = Path(__file__).resolve().parents[3] / "shared/conformance/nes-systests/testdata"
 
@@ -144,7 +143,7 @@ def test_nes_text_format() -> None:
 
 
 def test_committed_files_follow_the_spark_metadata_log(tmp_path: Path) -> None:
-    from streamctl.planner.connectors.sinks import _spark_metadata_files
+    from streamctl.sink_files import _spark_metadata_files
 
     log_dir = tmp_path / "_spark_metadata"
     log_dir.mkdir()
@@ -160,8 +159,8 @@ def test_committed_files_follow_the_spark_metadata_log(tmp_path: Path) -> None:
 
 
 def test_kafka_reader_options() -> None:
-    from streamctl.planner.connectors.options import normalize_source_options
-    from streamctl.planner.connectors.sources import kafka_reader_options
+    from streamctl.planner.options import normalize_source_options
+    from streamctl.spark.sources import kafka_reader_options
 
     config = normalize_source_options(
         "KAFKA",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from streamctl.planner.connectors.options import (
+from streamctl.planner.options import (
     SINK_OPTIONS,
     SOURCE_OPTIONS,
     ConnectorOptionError,
@@ -16,7 +16,8 @@ from streamctl.planner.connectors.options import (
     redact,
     secret_keys,
 )
-from streamctl.planner.connectors.specs import SinkSpec, SourceSpec
+from streamctl.secret_options import SECRET_WORDS, URL_SECRET_OPTIONS
+from streamctl.spark.specs import SinkSpec, SourceSpec
 
 
 def test_nes_statement_keys_are_accepted_and_canonicalised() -> None:
@@ -247,6 +248,20 @@ def test_secrets_are_marked_and_redacted() -> None:
     assert redact("POSTGRESQL", config)["url"] is None
 
 
+def test_the_secret_vocabulary_names_every_secret_option() -> None:
+    """streamctl.secret_options names secret options without the table (it is a leaf): every
+    name of a secret option holds a secret word, or is one of URL_SECRET_OPTIONS."""
+    names = {
+        name.lower()
+        for specs in (*SOURCE_OPTIONS.values(), *SINK_OPTIONS.values())
+        for spec in specs
+        if spec.secret
+        for name in (spec.key, *(n.rpartition(".")[2] for n in spec.nes_names))
+    }
+    wordless = {name for name in names if not any(word in name for word in SECRET_WORDS)}
+    assert tuple(sorted(wordless)) == URL_SECRET_OPTIONS
+
+
 def test_specs_normalise_their_config_and_schema() -> None:
     spec = SourceSpec(7, "file", {"SOURCE.FILE_PATH": "x"}, [{"name": "a", "type": "text"}])
     assert spec.type == "FILE"
@@ -261,7 +276,7 @@ def test_specs_normalise_their_config_and_schema() -> None:
 def test_file_sink_directory_defaults_to_the_state_dir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from streamctl.planner.connectors.sinks import file_sink_directory, sink_root
+    from streamctl.sink_files import file_sink_directory, sink_root
 
     monkeypatch.setenv("STREAMCTL_STATE_DIR", str(tmp_path))
     spec = SinkSpec("results", "FILE", {}, [{"name": "a", "type": "INT8"}])

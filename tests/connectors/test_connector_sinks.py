@@ -16,20 +16,18 @@ from connector_helpers import TESTDATA, columns, file_sink, run_bounded, source
 from pyspark.errors import StreamingQueryException
 
 from streamctl.catalog.urls import libpq_url
-from streamctl.planner.connectors.sinks import (
+from streamctl.sink_files import checksum_directory, read_checksum, read_file_sink_lines
+from streamctl.spark.sinks import (
     MARKER_TABLE,
     PostgresBatchWriter,
     PrintWriter,
     batch_writer,
-    checksum_directory,
-    read_checksum,
     read_file_sink,
-    read_file_sink_lines,
     start_batch_writer,
     start_sink,
 )
-from streamctl.planner.connectors.sources import read_source
-from streamctl.planner.connectors.specs import ConnectorError, SinkSpec
+from streamctl.spark.sources import read_source
+from streamctl.spark.specs import ConnectorError, SinkSpec
 
 pytestmark = pytest.mark.spark
 

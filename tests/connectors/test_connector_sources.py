@@ -13,14 +13,15 @@ import pytest
 from connector_helpers import TESTDATA, file_sink, run_bounded, source
 from pyspark.errors import StreamingQueryException
 
-from streamctl.planner.connectors.sinks import read_file_sink, read_file_sink_lines, start_sink
-from streamctl.planner.connectors.sources import (
+from streamctl.sink_files import read_file_sink_lines
+from streamctl.spark.sinks import read_file_sink, start_sink
+from streamctl.spark.sources import (
     KAFKA_JARS_ENV,
     is_bounded,
     kafka_jars_conf,
     read_source,
 )
-from streamctl.planner.connectors.specs import ConnectorError
+from streamctl.spark.specs import ConnectorError
 
 pytestmark = pytest.mark.spark
 

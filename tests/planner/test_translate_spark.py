@@ -12,12 +12,14 @@ from typing import Any
 
 import pytest
 
+from streamctl.error_codes import NOT_SUPPORTED
+from streamctl.nes_types import integer_range
 from streamctl.planner import plan
 from streamctl.planner.binder import MemoryCatalog, _common_numeric, bind_query
-from streamctl.planner.errors import NOT_SUPPORTED, PlannerError
+from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
-from streamctl.planner.translate import SPARK_CONF, TranslatedQuery, build
-from streamctl.planner.types import integer_range, spark_schema
+from streamctl.spark.translate import SPARK_CONF, TranslatedQuery, build
+from streamctl.spark.types import spark_schema
 
 pytestmark = pytest.mark.spark
 

@@ -4,7 +4,7 @@ Protocol: an agent starting a query calls :func:`read_source` once per physical 
 query, with a ``staging_dir`` of its own for that (query, source), and unions the results into
 the query's input; :func:`is_bounded` tells it whether every input ends, so the query can run
 with ``trigger(availableNow=True)`` and reach ``FINISHED``. The DataFrame has exactly the
-logical source's columns with the Spark types of ``streamctl.planner.types``.
+logical source's columns with the Spark types of ``streamctl.spark.types``.
 
 How each source type is read:
 
@@ -17,9 +17,9 @@ How each source type is read:
 * ``INLINE``: the tuples of the config are written once into ``staging_dir`` under a name
   derived from their content, then read like a one-file ``FILE`` source (bounded).
 * ``GENERATOR``: a generator that stops is generated up front, row for row as NebulaStream
-  does (``connectors.generator``), into a staged CSV file read like ``INLINE``. One that never
-  stops is Spark's ``rate`` source (its ``rowsPerSecond`` is the generator's rate) mapped by a
-  Python UDF computing row ``k`` on its own.
+  does (:mod:`streamctl.spark.generator`), into a staged CSV file read like ``INLINE``. One
+  that never stops is Spark's ``rate`` source (its ``rowsPerSecond`` is the generator's rate)
+  mapped by a Python UDF computing row ``k`` on its own.
 * ``TCP``: Spark's socket source: lines from ``host:port``, parsed like CSV/JSON lines.
   Limits: the socket source keeps nothing, so a restarted query does not see the lines read
   before (no replay: at most once for those lines), it is not for production per Spark's own
@@ -49,22 +49,16 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from streamctl.planner.connectors.generator import (
-    GeneratorPlan,
+from streamctl.nes_types import INTEGER_TYPES, UNSIGNED_TYPES, canonical_type, integer_range
+from streamctl.planner.generator_schema import (
     GeneratorSchemaError,
     WordListField,
     parse_generator_schema,
     parse_rate,
 )
-from streamctl.planner.connectors.specs import ConnectorError, SourceSpec
-from streamctl.planner.types import (
-    INTEGER_TYPES,
-    UNSIGNED_TYPES,
-    canonical_type,
-    integer_range,
-    spark_schema,
-    spark_type,
-)
+from streamctl.spark.generator import GeneratorPlan
+from streamctl.spark.specs import ConnectorError, SourceSpec
+from streamctl.spark.types import spark_schema, spark_type
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -3,7 +3,7 @@
 Protocol: the coordinator calls :func:`normalize_source_options` / :func:`normalize_sink_options`
 when it creates a physical source or a sink, inside its catalog transaction, and stores the
 result as the entity's ``config``. Agents later build their Spark connectors from that stored,
-canonical config (``streamctl.planner.connectors.specs``). Both functions are fast (no I/O, no
+canonical config (``streamctl.spark.specs``). Both functions are fast (no I/O, no
 network, no filesystem) and raise nothing but :class:`ConnectorOptionError`.
 
 Keys. A raw key is accepted as written in NebulaStream statements -- case-insensitive,
@@ -19,7 +19,9 @@ Values. Strings, numbers and booleans as the statement parser produces them: ``'
 ``TRUE``, ``'true'``. Delimiters accept the escapes ``\\t``, ``\\n``, ``\\r``, ``\\\\``.
 
 Secrets (passwords, Kafka SASL/SSL credentials) are marked in the table; :func:`secret_keys`
-names them so that callers can encrypt them at rest and redact them in answers and logs.
+names them so that callers can encrypt them at rest and redact them in answers and logs. The
+words that mark a credential and the masking of statement text and URLs are
+:mod:`streamctl.secret_options`.
 """
 
 from __future__ import annotations
@@ -30,10 +32,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from streamctl.planner.connectors import generator
+from streamctl.planner import generator_schema
+from streamctl.secret_options import SECRET_WORDS
 
 __all__ = [
-    "SECRET_WORDS",
     "SINK_OPTIONS",
     "SOURCE_OPTIONS",
     "ConnectorOptionError",
@@ -41,7 +43,6 @@ __all__ = [
     "normalize_sink_options",
     "normalize_source_options",
     "redact",
-    "redact_statement",
     "secret_keys",
 ]
 
@@ -178,8 +179,10 @@ def _generator_schema(key: str, value: Any) -> str:
     if not isinstance(value, str):
         raise _fail(key, value, "a generator schema such as 'SEQUENCE UINT64 0 10 1'")
     try:
-        return generator.format_generator_schema(generator.parse_generator_schema(value))
-    except generator.GeneratorSchemaError as error:
+        return generator_schema.format_generator_schema(
+            generator_schema.parse_generator_schema(value)
+        )
+    except generator_schema.GeneratorSchemaError as error:
         raise ConnectorOptionError(f"option {key!r}: invalid value {value!r}: {error}") from None
 
 
@@ -289,8 +292,8 @@ SOURCE_OPTIONS: Final[Mapping[str, tuple[OptionSpec, ...]]] = {
         ),
         OptionSpec(
             "stop_when",
-            _choice(*generator.STOP_POLICIES),
-            "one of " + ", ".join(generator.STOP_POLICIES),
+            _choice(*generator_schema.STOP_POLICIES),
+            "one of " + ", ".join(generator_schema.STOP_POLICIES),
             required=True,
             nes_names=("STOP_GENERATOR_WHEN_SEQUENCE_FINISHES",),
             description="stop when ALL sequences finished, ONE did, or NONE (never)",
@@ -304,8 +307,8 @@ SOURCE_OPTIONS: Final[Mapping[str, tuple[OptionSpec, ...]]] = {
         ),
         OptionSpec(
             "rate_type",
-            _choice(*generator.RATE_TYPES),
-            "one of " + ", ".join(generator.RATE_TYPES),
+            _choice(*generator_schema.RATE_TYPES),
+            "one of " + ", ".join(generator_schema.RATE_TYPES),
             default="FIXED",
             nes_names=("GENERATOR_RATE_TYPE",),
         ),
@@ -544,22 +547,6 @@ SINK_OPTIONS: Final[Mapping[str, tuple[OptionSpec, ...]]] = {
 
 _PREFIXES: Final = ("SOURCE", "SINK", "PARSER", "INPUT_FORMATTER", "OUTPUT_FORMATTER")
 _PASSTHROUGH_PREFIX: Final = {"KAFKA": "kafka."}
-SECRET_WORDS: Final = (
-    "password",
-    "passwd",
-    "secret",
-    "jaas",
-    "token",
-    "credential",
-    "api_key",
-    "apikey",
-    "private_key",
-    "conninfo",
-)
-"""Words that mark an option name as a credential (lower case). Kafka pass-through keys with
-one are refused, and the wire codec encrypts any payload that mentions one
-(``streamctl.workflows.payload_crypto``); every secret option's names contain one, except
-``url``, whose credentials are a URL's user info or a ``password`` parameter."""
 
 
 def _split_key(raw: Any) -> tuple[str, str]:
@@ -654,10 +641,10 @@ def _check_combination(kind: str, type_name: str, options: dict[str, Any]) -> No
     """Rules that involve several options of one connector."""
     if kind == "source" and type_name == "GENERATOR":
         try:
-            options["rate_config"] = generator.parse_rate(
+            options["rate_config"] = generator_schema.parse_rate(
                 options["rate_type"], options["rate_config"]
             ).config_text()
-        except generator.GeneratorSchemaError as error:
+        except generator_schema.GeneratorSchemaError as error:
             raise ConnectorOptionError(
                 f"option 'rate_config': invalid value {options['rate_config']!r}: {error}"
             ) from None
@@ -711,38 +698,3 @@ def redact(type_name: str, config: Mapping[str, Any]) -> dict[str, Any]:
         key: "***" if key in secrets and value is not None else value
         for key, value in config.items()
     }
-
-
-_SECRET_NAMES: Final = frozenset(
-    name.upper()
-    for specs in (*SOURCE_OPTIONS.values(), *SINK_OPTIONS.values())
-    for spec in specs
-    if spec.secret
-    for name in (spec.key, *(n.rpartition(".")[2] for n in spec.nes_names))
-)
-_KEY_PART = r"(?:`[^`]*`|[A-Za-z0-9_$]+)"
-_OPTION_VALUE = re.compile(
-    rf"(?P<value>'(?:[^']|'')*'|[-+]?[0-9][0-9A-Za-z_.]*)(?P<as>\s+AS\s+)"
-    rf"(?P<key>{_KEY_PART}(?:\s*\.\s*{_KEY_PART})*)",
-    re.IGNORECASE,
-)
-_URL_USERINFO: Final = re.compile(r"(://)[^/@\s'\"`,;]+@")
-
-
-def _names_secret(key: str) -> bool:
-    bare = key.replace("`", "").replace(" ", "")
-    return bare.rpartition(".")[2].upper() in _SECRET_NAMES or any(
-        word in bare.lower() for word in SECRET_WORDS
-    )
-
-
-def redact_statement(text: str) -> str:
-    """A statement with the values of secret options (``'hunter2' AS `SINK`.PASSWORD``) and
-    the user info of URLs replaced by ``***``, for answers that echo statement text."""
-    masked = _OPTION_VALUE.sub(
-        lambda match: (
-            f"'***'{match['as']}{match['key']}" if _names_secret(match["key"]) else match[0]
-        ),
-        text,
-    )
-    return _URL_USERINFO.sub(r"\1***@", masked)

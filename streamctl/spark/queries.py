@@ -1,10 +1,12 @@
-"""Spark actions: the activities a Spark agent hosts for the coordinator (imports pyspark).
+"""Spark actions: what the activities a Spark agent hosts for the coordinator do (imports
+pyspark; the activities themselves are :mod:`streamctl.activities.agent`).
 
 The protocol (who calls what, what comes back, which events an agent pushes) is in
 :mod:`streamctl.workflows.actions`. This module keeps one :class:`SparkQueries` per agent
-process: the agent's SparkSession, the Spark queries it started keyed by catalog query id, and
-a ``StreamingQueryListener`` that turns Spark's callbacks into ``QueryStatusChanged`` and
-``Statistics`` events for the coordinator.
+process: the agent's SparkSession (:mod:`streamctl.spark.handle`), the Spark queries it started
+keyed by catalog query id, and a ``StreamingQueryListener`` (:mod:`streamctl.spark.listener`)
+that turns Spark's callbacks into ``QueryStatusChanged`` and ``Statistics`` events for the
+coordinator.
 
 Guarantees:
 
@@ -52,24 +54,24 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming.listener import StreamingQueryListener
 from pyspark.sql.streaming.query import StreamingQuery
-from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from streamctl.lifecycle.queries import SPARK_CONTAINED, SPARK_LOST
 from streamctl.lifecycle.spark import Containment, RunFacts, SparkPolicy, Strikes, suspect
-from streamctl.planner.connectors.sinks import start_sink
-from streamctl.planner.connectors.sources import is_bounded, read_source
-from streamctl.planner.connectors.specs import ConnectorError, SinkSpec, SourceSpec
 from streamctl.planner.errors import PlannerError
 from streamctl.planner.plan import QueryPlan
-from streamctl.planner.translate import TranslatedQuery, build, spark_conf
+from streamctl.spark.attempt import Attempt
+from streamctl.spark.handle import FixedSpark, SparkHandle
+from streamctl.spark.listener import QueryListener
+from streamctl.spark.sinks import start_sink
+from streamctl.spark.sources import is_bounded, read_source
+from streamctl.spark.specs import ConnectorError, SinkSpec, SourceSpec
+from streamctl.spark.translate import TranslatedQuery, build, spark_conf
 from streamctl.worker.spark_session import is_connect
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import (
@@ -101,58 +103,8 @@ REPORT_INTERVAL_S = 5.0
 MAX_UNSENT = 10_000
 """Reports of ended runs kept while the client's outbox is full (sent again by the sweeps)."""
 
-LATE_MARGIN_S = 2.0
-"""A start attempt counts as given up this long before its start-to-close timeout, so that what
-it started is stopped before the coordinator can act on the timeout."""
-
 EventSink = Callable[[m.Event], None]
 """Where an agent's events go (the client's non-blocking ``try_send`` in the agent process)."""
-
-
-class SparkHandle(Protocol):
-    """The agent's current Spark as its actions see it: the session, which generation of it
-    (one per session the agent built), and whether it is alive
-    (:class:`~streamctl.worker.spark_watchdog.SparkWatchdog`)."""
-
-    @property
-    def session(self) -> Any: ...
-
-    @property
-    def generation(self) -> int: ...
-
-    @property
-    def up(self) -> bool: ...
-
-    def still_up(self, generation: int) -> bool:
-        """Whether the Spark of ``generation`` is the live one (probes it now)."""
-        ...
-
-    def wait_until_up(self, timeout: float, on_wait: Callable[[], None] | None = None) -> bool:
-        """Wait (at most ``timeout`` seconds) while Spark is being rebuilt; whether it is up."""
-        ...
-
-    def kill(self, generation: int, reason: str) -> bool:
-        """Kill the Spark of ``generation`` (and rebuild it); whether it is gone now."""
-        ...
-
-
-class FixedSpark:
-    """One session taken to be alive for good (tests and tools running queries without an
-    agent's watchdog)."""
-
-    def __init__(self, session: Any) -> None:
-        self.session = session
-        self.generation = 1
-        self.up = True
-
-    def still_up(self, generation: int) -> bool:
-        return True
-
-    def wait_until_up(self, timeout: float, on_wait: Callable[[], None] | None = None) -> bool:
-        return True
-
-    def kill(self, generation: int, reason: str) -> bool:
-        return False  # not this handle's to kill
 
 
 @dataclass
@@ -166,45 +118,6 @@ class _Started:
     progressed_at: float | None = None  # its last completed micro-batch (monotonic)
     busy_since: float | None = None  # in a micro-batch since then, as the last sweep saw it
     reconciled: bool = False  # started by the coordinator's action: reported periodically
-
-
-@dataclass(frozen=True)
-class _Attempt:
-    """The activity attempt an action runs in: its deadline (monotonic) and cancellation."""
-
-    deadline: float | None = None
-    in_activity: bool = False
-    workflow_id: str | None = None  # of the workflow that runs the activity
-
-    @classmethod
-    def current(cls) -> _Attempt:
-        if not activity.in_activity():
-            return cls()
-        info = activity.info()
-        workflow_id = info.workflow_id
-        timeouts = [
-            (start + timeout) - datetime.now(UTC)
-            for start, timeout in (
-                (info.started_time, info.start_to_close_timeout),
-                (info.scheduled_time, info.schedule_to_close_timeout),
-            )
-            if timeout
-        ]
-        if not timeouts:
-            return cls(None, True, workflow_id)
-        left = min(timeouts).total_seconds() - LATE_MARGIN_S
-        return cls(time.monotonic() + left, True, workflow_id)
-
-    def remaining(self) -> float:
-        return float("inf") if self.deadline is None else self.deadline - time.monotonic()
-
-    def gave_up(self) -> bool:
-        """Whether the coordinator no longer waits for this attempt."""
-        return self.remaining() <= 0 or (self.in_activity and activity.is_cancelled())
-
-    def heartbeat(self) -> None:
-        if self.in_activity:
-            activity.heartbeat()
 
 
 class SparkQueries:
@@ -245,7 +158,7 @@ class SparkQueries:
         self._verdicts: dict[int, str] = {}  # a lost start's crash report, for its action
         self._strikes = Strikes(containment.memory)
         self._unsent: deque[m.Event] = deque(maxlen=MAX_UNSENT)
-        self._listener = _Listener(self)
+        self._listener = QueryListener(self)
         self.session.streams.addListener(self._listener)
 
     @property
@@ -268,7 +181,7 @@ class SparkQueries:
         finally:
             self._lock.release()
 
-    def _await_spark(self, attempt: _Attempt, action: str) -> None:
+    def _await_spark(self, attempt: Attempt, action: str) -> None:
         """Return once Spark is up; while it is being rebuilt wait (bounded), then refuse
         retryably: an action must not fail a query for good because Spark is down."""
         if self._spark.up:
@@ -286,7 +199,7 @@ class SparkQueries:
 
     def start(self, assignment: QueryAssignment) -> QueryReport:
         query_id = assignment.query_id
-        attempt = _Attempt.current()
+        attempt = Attempt.current()
         self._await_spark(attempt, f"starting query {query_id}")
         with self._locked(f"starting query {query_id}"):
             current = self._started.get(query_id)
@@ -383,7 +296,7 @@ class SparkQueries:
             raise self._unavailable(f"starting query {assignment.query_id}")
         return self._report(assignment.query_id, assignment.run, AgentStatus.CRASHED, verdict)
 
-    def _await_end(self, started: _Started, attempt: _Attempt) -> None:
+    def _await_end(self, started: _Started, attempt: Attempt) -> None:
         """Wait for a run being stopped (by a stop action outside the lock) to end."""
         timeout = max(1.0, min(self._policy.wait_for_spark, attempt.remaining()))
         with contextlib.suppress(Exception):  # ended with an error: ended all the same
@@ -419,13 +332,13 @@ class SparkQueries:
             ]
 
     def validate(self, assignment: QueryAssignment) -> None:
-        self._await_spark(_Attempt.current(), f"validating query {assignment.query_id}")
+        self._await_spark(Attempt.current(), f"validating query {assignment.query_id}")
         self._build(assignment)
 
     def explain(self, request: ExplainAssignment) -> ExplainReport:
         """Spark's plan for the query, built but never started (or why it cannot be built)."""
         try:
-            self._await_spark(_Attempt.current(), f"explaining {request.explanation_id}")
+            self._await_spark(Attempt.current(), f"explaining {request.explanation_id}")
             translated, _sink = self._build(request.query)
             # The lock: the plan is analysed under the query's session settings, which
             # start also sets while it holds the lock.
@@ -708,7 +621,7 @@ class SparkQueries:
 
     def spark_recreated(self, session: Any, generation: int) -> None:
         """A new session (on a new JVM) replaced the lost one: listen to its queries."""
-        self._listener = _Listener(self)  # a listener is bound to the JVM it was added to
+        self._listener = QueryListener(self)  # a listener is bound to the JVM it was added to
         session.streams.addListener(self._listener)
 
 
@@ -732,75 +645,3 @@ def _stop_quietly(query: StreamingQuery) -> None:
         query.stop()
     except Exception:
         log.exception("could not stop streaming query %s", getattr(query, "name", "?"))
-
-
-class _Listener(StreamingQueryListener):
-    """Spark's callbacks (on a Py4J thread) turned into the agent's events."""
-
-    def __init__(self, queries: SparkQueries) -> None:
-        self._queries = queries
-
-    def onQueryStarted(self, event: Any) -> None:
-        pass  # the start action's answer reports RUNNING
-
-    def onQueryProgress(self, event: Any) -> None:
-        try:
-            progress = event.progress
-            values = {
-                "input_rows_per_s": float(progress.inputRowsPerSecond or 0.0),
-                "processed_rows_per_s": float(progress.processedRowsPerSecond or 0.0),
-                "batch_duration_ms": float(progress.batchDuration or 0),
-                "input_rows": float(progress.numInputRows or 0),
-                "state_rows": float(sum(op.numRowsTotal for op in progress.stateOperators)),
-                "batch_id": float(progress.batchId),
-            }
-            self._queries.on_progress(progress.name, str(progress.runId), values)
-        except Exception:  # a listener must never break Spark's listener bus
-            log.exception("could not report streaming progress")
-
-    def onQueryIdle(self, event: Any) -> None:
-        pass
-
-    def onQueryTerminated(self, event: Any) -> None:
-        try:
-            self._queries.on_terminated(str(event.runId), event.exception)
-        except Exception:
-            log.exception("could not report a terminated streaming query")
-
-
-class SparkActivities:
-    """The agent's activities (run in threads: every Spark call blocks). They poll their
-    cancellation (``_Attempt``) instead of taking an exception raised into their thread, which
-    could land in the middle of a Py4J call and break its connection."""
-
-    def __init__(self, queries: SparkQueries) -> None:
-        self.queries = queries
-
-    @activity.defn(name="start_query", no_thread_cancel_exception=True)
-    def start_query(self, assignment: QueryAssignment) -> QueryReport:
-        return self.queries.start(assignment)
-
-    @activity.defn(name="stop_query", no_thread_cancel_exception=True)
-    def stop_query(self, assignment: StopAssignment) -> QueryReport:
-        return self.queries.stop(assignment)
-
-    @activity.defn(name="list_queries", no_thread_cancel_exception=True)
-    def list_queries(self, _agent: str) -> list[QueryReport]:
-        return self.queries.list()
-
-    @activity.defn(name="validate_plan", no_thread_cancel_exception=True)
-    def validate_plan(self, assignment: QueryAssignment) -> None:
-        self.queries.validate(assignment)
-
-    @activity.defn(name="explain_query", no_thread_cancel_exception=True)
-    def explain_query(self, request: ExplainAssignment) -> ExplainReport:
-        return self.queries.explain(request)
-
-    def all(self) -> list[Callable[..., Any]]:
-        return [
-            self.start_query,
-            self.stop_query,
-            self.list_queries,
-            self.validate_plan,
-            self.explain_query,
-        ]

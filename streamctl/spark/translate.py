@@ -1,9 +1,9 @@
-"""Translate a plan IR into a Spark Structured Streaming DataFrame (the only planner module
-that imports pyspark).
+"""Translate a plan IR into a Spark Structured Streaming DataFrame (imports pyspark; the
+planner itself never does).
 
 :func:`build` turns a :class:`~streamctl.planner.plan.QueryPlan` into a streaming DataFrame
 whose columns are the plan's output (the sink's columns, in order, with the Spark types of
-:func:`streamctl.planner.types.spark_type`), plus how to run it.
+:func:`streamctl.spark.types.spark_type`), plus how to run it.
 
 Semantics it guarantees (NebulaStream's, where Spark's differ):
 
@@ -56,15 +56,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from streamctl.error_codes import INVALID_STATEMENT, NOT_SUPPORTED
+from streamctl.nes_types import FLOAT_TYPES, INTEGER_TYPES, UNSIGNED_TYPES, integer_range
 from streamctl.planner import plan
-from streamctl.planner.errors import INVALID_STATEMENT, NOT_SUPPORTED, PlannerError
-from streamctl.planner.types import (
-    FLOAT_TYPES,
-    INTEGER_TYPES,
-    UNSIGNED_TYPES,
-    integer_range,
-    spark_type,
-)
+from streamctl.planner.errors import PlannerError
+from streamctl.spark.types import spark_type
 
 __all__ = [
     "MARKER_EVENT_TIME_MS",

@@ -1,10 +1,11 @@
-"""Sinks as Spark streaming queries, and readers of what they committed (imports pyspark).
+"""Sinks as Spark streaming queries (imports pyspark).
 
 Protocol: an agent starting a query calls :func:`start_sink` with the query's result
 DataFrame, the sink spec, the query's stable name and its checkpoint directory; it gets the
 running ``StreamingQuery``. The DataFrame's columns are matched to the sink schema by
-position and cast to the sink's Spark types. Tests and the systest runner read results back
-with :func:`read_file_sink` / :func:`read_file_sink_lines` and :func:`read_checksum`.
+position and cast to the sink's Spark types. Tests read results back with
+:func:`read_file_sink` (Parquet too); the readers that need no Spark, and where each sink
+writes, are :mod:`streamctl.sink_files` (the systest runner uses them).
 
 Every sink rests on Spark's micro-batch protocol: a batch's offsets are logged in the
 checkpoint before it runs, its output is written, then the batch is marked committed; after a
@@ -14,15 +15,17 @@ is exactly once when writing a batch twice has the effect of writing it once:
 * ``FILE`` (append mode): Spark's file sink. Files of a batch become visible by being listed
   in the sink's metadata log (``_spark_metadata``), committed once per batch id; files of
   failed attempts are never listed, and readers read only listed files. Exactly once. CSV is
-  NebulaStream's text (``connectors.nes_text``: no header, ``,``, ``NULL``, floats as
+  NebulaStream's text (:mod:`streamctl.nes_text`: no header, ``,``, ``NULL``, floats as
   ``153.0``/``-1.826087``); JSON and Parquet are Spark's. Each query writes into
-  ``<sink root>/<query name>`` (:func:`sink_root`), since a Spark file sink owns its directory.
+  ``<sink root>/<query name>`` (:func:`~streamctl.sink_files.sink_root`), since a Spark file
+  sink owns its directory.
 * ``FILE`` (complete mode): each batch is the whole result; it is written to
   ``_snapshots/batch-<id>`` and then ``_snapshots/LATEST`` is atomically switched to it.
   Rewriting a batch rewrites the same snapshot. Exactly once. (No update mode.)
 * ``CHECKSUM``: NES's two numbers (tuples, byte sum of the NES CSV text mod 2**64) of each
   batch are stored atomically in a file named by the batch id (complete mode: ``latest.json``,
-  replaced), so a replayed batch overwrites its own result; :func:`read_checksum` sums them.
+  replaced), so a replayed batch overwrites its own result;
+  :func:`~streamctl.sink_files.read_checksum` sums them.
   Exactly once. Directory: ``<file_path>/<query name>``, or ``<checkpoint>/checksum``.
   (No update mode: NES checksums a stream of rows, not of row updates.)
 * ``POSTGRESQL``: each batch is written on the driver in one PostgreSQL transaction together
@@ -42,26 +45,27 @@ import dataclasses
 import json
 import logging
 import os
-import re
 import shutil
 import sys
 import tempfile
-import urllib.parse
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from streamctl.catalog.urls import libpq_url
-from streamctl.planner.connectors.nes_text import (
-    Checksum,
-    format_float,
-    line_byte_sum,
-    parse_value,
-    plain_value,
+from streamctl.nes_text import Checksum, format_float, line_byte_sum, plain_value
+from streamctl.nes_types import FLOAT_TYPES
+from streamctl.sink_files import (
+    LATEST,
+    SNAPSHOTS,
+    checksum_directory,
+    committed_files,
+    file_sink_directory,
+    read_file_sink_rows,
 )
-from streamctl.planner.connectors.specs import ConnectorError, SinkSpec
-from streamctl.planner.types import FLOAT_TYPES, quote_identifier, spark_schema, spark_type
+from streamctl.spark.specs import ConnectorError, SinkSpec
+from streamctl.spark.types import quote_identifier, spark_schema, spark_type
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -75,14 +79,9 @@ __all__ = [
     "PrintWriter",
     "SnapshotWriter",
     "batch_writer",
-    "checksum_directory",
-    "file_sink_directory",
     "nes_csv_line",
     "postgres_connect_args",
-    "read_checksum",
     "read_file_sink",
-    "read_file_sink_lines",
-    "sink_root",
     "start_batch_writer",
     "start_sink",
 ]
@@ -95,8 +94,6 @@ MARKER_TABLE: Final = "streamctl_sink_batches"
 BatchWriter = Callable[["DataFrame", int], None]
 """A ``foreachBatch`` function: writes one micro-batch, idempotently by batch id."""
 
-_SNAPSHOTS: Final = "_snapshots"
-_LATEST: Final = "LATEST"
 _OUTPUT_MODES: Final = ("append", "complete", "update")
 
 
@@ -260,28 +257,6 @@ def _line_frame(df: DataFrame, spec: SinkSpec) -> DataFrame:
 # --- FILE ------------------------------------------------------------------------------------
 
 
-def _path_part(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.=-]", "_", name) or "_"
-
-
-def sink_root(spec: SinkSpec) -> Path:
-    """A FILE sink's directory: option ``file_path``, else ``<state dir>/sinks/<sink name>``.
-
-    The default lets ``CREATE SINK ... TYPE File`` work without options, as in NebulaStream's
-    suite; ``STREAMCTL_STATE_DIR`` (``streamctl.config``) must then be the same for the agent
-    writing and the process reading.
-    """
-    from streamctl.config import state_dir
-
-    configured = spec.config["file_path"]
-    return Path(configured).absolute() if configured else state_dir() / "sinks" / spec.name
-
-
-def file_sink_directory(spec: SinkSpec, query_name: str) -> Path:
-    """Where a query writes a FILE sink: ``<sink root>/<query name>``."""
-    return sink_root(spec) / _path_part(query_name)
-
-
 def _start_file_sink(
     frame: DataFrame, spec: SinkSpec, query_name: str, checkpoint_dir: str, available_now: bool
 ) -> StreamingQuery:
@@ -317,83 +292,17 @@ class SnapshotWriter:
     directory: Path
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        snapshots = self.directory / _SNAPSHOTS
+        snapshots = self.directory / SNAPSHOTS
         target = snapshots / f"batch-{batch_id:020d}"
         if self.spec.config["format"] == "CSV":
             _line_frame(batch, self.spec).write.mode("overwrite").text(str(target))
         else:
             writer = batch.write.mode("overwrite").format(self.spec.config["format"].lower())
             writer.save(str(target))
-        _write_atomically(snapshots / _LATEST, str(batch_id))
+        _write_atomically(snapshots / LATEST, str(batch_id))
         for old in snapshots.glob("batch-*"):
             if old.name < target.name:
                 shutil.rmtree(old, ignore_errors=True)
-
-
-def _committed_files(directory: Path) -> list[Path]:
-    """Data files of a query's FILE sink output that a committed batch made visible."""
-    latest = directory / _SNAPSHOTS / _LATEST
-    if latest.exists():
-        snapshot = directory / _SNAPSHOTS / f"batch-{int(latest.read_text()):020d}"
-        return sorted(p for p in snapshot.iterdir() if p.is_file() and p.name[0] not in "._")
-    return _spark_metadata_files(directory / "_spark_metadata")
-
-
-def _spark_metadata_files(log_dir: Path) -> list[Path]:
-    """Files listed by a Spark file sink's metadata log (latest compaction plus later batches)."""
-    if not log_dir.is_dir():
-        return []
-    batches: dict[int, Path] = {}
-    compacted: dict[int, Path] = {}
-    for entry in log_dir.iterdir():
-        match = re.fullmatch(r"([0-9]+)(\.compact)?", entry.name)
-        if match:
-            (compacted if match.group(2) else batches)[int(match.group(1))] = entry
-    start = -1
-    logs: list[Path] = []
-    if compacted:
-        start = max(compacted)
-        logs.append(compacted[start])
-    logs.extend(batches[batch] for batch in sorted(batches) if batch > start)
-    files: dict[str, bool] = {}
-    for log_file in logs:
-        for line in log_file.read_text(encoding="utf-8").splitlines()[1:]:
-            if not line.strip():
-                continue
-            status = json.loads(line)
-            files[status["path"]] = status.get("action", "add") != "delete"
-    return [_local_path(uri) for uri, present in sorted(files.items()) if present]
-
-
-def _local_path(uri: str) -> Path:
-    parsed = urllib.parse.urlparse(uri)
-    if parsed.scheme not in ("", "file"):
-        raise ConnectorError(f"cannot read {uri!r} without Spark: not a local file")
-    return Path(urllib.parse.unquote(parsed.path))
-
-
-def _query_directories(spec: SinkSpec, query_name: str | None) -> list[Path]:
-    if query_name is not None:
-        return [file_sink_directory(spec, query_name)]
-    base = sink_root(spec)
-    if not base.is_dir():
-        return []
-    return sorted(p for p in base.iterdir() if p.is_dir() and p.name[0] not in "._")
-
-
-def _text_lines(files: Iterable[Path]) -> Iterator[str]:
-    for path in files:
-        yield from path.read_text(encoding="utf-8").splitlines()
-
-
-def read_file_sink_lines(spec: SinkSpec, query_name: str | None = None) -> list[str]:
-    """The committed text lines (CSV or JSON) of a FILE sink: one query's, or all queries'."""
-    if spec.type != "FILE" or spec.config["format"] == "PARQUET":
-        raise ConnectorError(f"{spec.describe()} has no text lines")
-    lines: list[str] = []
-    for directory in _query_directories(spec, query_name):
-        lines.extend(_text_lines(_committed_files(directory)))
-    return lines
 
 
 def read_file_sink(
@@ -402,74 +311,23 @@ def read_file_sink(
     """The committed rows of a FILE sink as tuples of Python values (NULL is None).
 
     Only files of committed batches are read (the metadata log, or the latest snapshot).
-    CSV and JSON need no Spark session; Parquet does.
+    CSV and JSON need no Spark session (:func:`streamctl.sink_files.read_file_sink_rows`);
+    Parquet does.
     """
     if spec.type != "FILE":
         raise ConnectorError(f"{spec.describe()} is not a FILE sink")
-    types = [column["type"] for column in spec.schema]
-    names = [column["name"] for column in spec.schema]
     if spec.config["format"] == "PARQUET":
         if session is None:
             raise ConnectorError("reading a Parquet FILE sink needs a Spark session")
-        files = [f for d in _query_directories(spec, query_name) for f in _committed_files(d)]
+        files = committed_files(spec, query_name)
         if not files:
             return []
         frame = session.read.schema(spark_schema(spec.schema)).parquet(*(str(f) for f in files))
         return [tuple(plain_value(v) for v in row) for row in frame.collect()]
-    lines = read_file_sink_lines(spec, query_name)
-    if spec.config["format"] == "JSON":
-        return [_json_row(json.loads(line), names) for line in lines]
-    delimiter = spec.config["field_delimiter"]
-    quoted = bool(spec.config["quote_strings"])
-    return [
-        tuple(
-            parse_value(t, text)
-            for t, text in zip(types, split_sink_line(line, types, delimiter, quoted), strict=True)
-        )
-        for line in lines
-    ]
-
-
-def split_sink_line(line: str, types: Sequence[str], delimiter: str, quoted: bool) -> list[str]:
-    """The fields of a CSV line written by a FILE sink.
-
-    NES writes strings as they are, so an unquoted string may contain the delimiter: with one
-    string column the surplus pieces belong to it; with several the line is ambiguous.
-    """
-    if quoted:
-        pattern = re.escape(delimiter) + r'(?=(?:[^"]*"[^"]*")*[^"]*$)'
-        return re.split(pattern, line)
-    pieces = line.split(delimiter)
-    surplus = len(pieces) - len(types)
-    if surplus == 0:
-        return pieces
-    strings = [i for i, t in enumerate(types) if t in ("CHAR", "VARSIZED")]
-    if surplus < 0 or len(strings) != 1:
-        raise ConnectorError(
-            f"cannot split the sink line {line!r} into {len(types)} fields; write strings "
-            "quoted (option quote_strings) when they may contain the delimiter"
-        )
-    at = strings[0]
-    return [
-        *pieces[:at],
-        delimiter.join(pieces[at : at + surplus + 1]),
-        *pieces[at + surplus + 1 :],
-    ]
-
-
-def _json_row(value: Mapping[str, Any], names: Sequence[str]) -> tuple[Any, ...]:
-    """A JSON line of Spark's JSON writer as a tuple (a missing field is NULL)."""
-    return tuple(value.get(name) for name in names)
+    return read_file_sink_rows(spec, query_name)
 
 
 # --- CHECKSUM --------------------------------------------------------------------------------
-
-
-def checksum_directory(spec: SinkSpec, query_name: str, checkpoint_dir: str) -> Path:
-    """Where a query keeps its CHECKSUM results."""
-    if spec.config["file_path"]:
-        return Path(spec.config["file_path"]).absolute() / _path_part(query_name)
-    return Path(checkpoint_dir).absolute() / "checksum"
 
 
 @dataclass
@@ -494,18 +352,6 @@ class ChecksumWriter:
         )
         name = "latest.json" if self.complete else f"batch-{batch_id:020d}.json"
         _write_atomically(self.directory / name, content)
-
-
-def read_checksum(directory: str | Path) -> Checksum:
-    """The checksum of everything a CHECKSUM sink committed (``0 0`` before the first batch)."""
-    path = Path(directory)
-    latest = path / "latest.json"
-    parts = [latest] if latest.exists() else sorted(path.glob("batch-*.json"))
-    total = Checksum()
-    for part in parts:
-        stored = json.loads(part.read_text(encoding="utf-8"))
-        total = total + Checksum(stored["tuples"], stored["checksum"])
-    return total
 
 
 # --- PRINT -----------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from streamctl.planner.types import FLOAT_TYPES, INTEGER_TYPES, canonical_type
+from streamctl.nes_types import FLOAT_TYPES, INTEGER_TYPES, canonical_type
 
 __all__ = [
     "NULL_TEXT",

@@ -5,7 +5,7 @@ its logical source's schema; a sink's name, type, config and schema) and sends t
 agent that runs the query. Constructing a spec normalizes it again with the options table, so
 a connector only ever sees canonical keys and typed values, whoever built the spec;
 normalization is idempotent on canonical configs. Invalid specs raise
-:class:`~streamctl.planner.connectors.options.ConnectorOptionError`.
+:class:`~streamctl.planner.options.ConnectorOptionError`.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streamctl.planner.connectors.options import (
+from streamctl.planner.options import (
     ConnectorOptionError,
     normalize_sink_options,
     normalize_source_options,
     redact,
 )
-from streamctl.planner.types import column_fields
+from streamctl.spark.types import column_fields
 
 __all__ = ["Column", "ConnectorError", "SinkSpec", "SourceSpec"]
 
