@@ -33,13 +33,13 @@ from typer.testing import CliRunner
 
 from streamctl import config
 from streamctl.client.cli import app as cli_app
-from streamctl.client.gateway import (
-    PROBLEM_MEDIA_TYPE,
+from streamctl.client.gateway.app import (
     GatewayRefused,
     GatewaySettings,
     checked_settings,
     create_app,
 )
+from streamctl.client.gateway.problems import PROBLEM_MEDIA_TYPE
 from streamctl.worker.temporal_server import free_port
 
 SCHEMA = [

@@ -43,7 +43,7 @@ from temporalio.common import RawValue
 from streamctl.bench.adversarial_cases import AdversarialCase, generate_case
 from streamctl.bench.stack import bench_catalog, bench_stack
 from streamctl.client.client import CoordinatorClient
-from streamctl.client.gateway import GatewaySettings, create_app
+from streamctl.client.gateway.app import GatewaySettings, create_app
 from streamctl.worker.coordinator import ensure_coordinator
 from streamctl.workflows import messages as m
 from streamctl.workflows.messages import Envelope

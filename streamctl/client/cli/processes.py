@@ -155,7 +155,7 @@ def gateway(
     """Serve the coordinator's requests and statements over HTTP (OpenAPI at /docs)."""
     import logging
 
-    from streamctl.client.gateway import GatewayRefused, GatewaySettings, serve
+    from streamctl.client.gateway.app import GatewayRefused, GatewaySettings, serve
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
