@@ -23,7 +23,7 @@ from streamctl.activities.passes import CatalogActivities
 from streamctl.catalog.models import QuarantinedMessage, Worker
 from streamctl.catalog.rows import LogicalSourceRow
 from streamctl.catalog.store import create_catalog_engine
-from streamctl.domain import context, handlers, pass_output
+from streamctl.domain import context, pass_output, passes
 from streamctl.domain.context import PassContext
 from streamctl.limits import INT32_MAX, INT64_MAX
 from streamctl.workflows import messages as m
@@ -104,7 +104,7 @@ def test_out_of_bounds_event_fields_are_dropped_without_harm(catalog_url, body):
 def test_a_handler_fault_costs_its_request_only_and_is_quarantined(catalog_url, monkeypatch):
     """A bug in a handler that changed the view half-way: its change is rolled back, its
     answer is INTERNAL with a reference that the quarantine keeps, and the others commit."""
-    real = handlers.REQUEST_HANDLERS[m.CreateLogicalSource.kind]
+    real = passes.REQUEST_HANDLERS[m.CreateLogicalSource.kind]
 
     def faulty(ctx: PassContext, request: Any) -> Any:
         if request.name == "poison":
@@ -114,7 +114,7 @@ def test_a_handler_fault_costs_its_request_only_and_is_quarantined(catalog_url, 
             raise RuntimeError("a bug")
         return real(ctx, request)
 
-    monkeypatch.setitem(handlers.REQUEST_HANDLERS, m.CreateLogicalSource.kind, faulty)
+    monkeypatch.setitem(passes.REQUEST_HANDLERS, m.CreateLogicalSource.kind, faulty)
     activities = CatalogActivities(catalog_url)
     answers = run_pass(
         activities,
@@ -131,7 +131,7 @@ def test_a_handler_fault_costs_its_request_only_and_is_quarantined(catalog_url, 
     assert kept.reference in answers[1]["error_message"]
     assert kept.kind == "CreateLogicalSource" and "poison" in kept.body
     # The answer is stored: a retry of the same id gets it again and applies nothing.
-    monkeypatch.setitem(handlers.REQUEST_HANDLERS, m.CreateLogicalSource.kind, real)
+    monkeypatch.setitem(passes.REQUEST_HANDLERS, m.CreateLogicalSource.kind, real)
     again = activities.apply_pass(
         PassInput("w", 2, 1000.0, [], [1000.0], 30.0, 60.0),
         request_batches_payload(
@@ -142,14 +142,14 @@ def test_a_handler_fault_costs_its_request_only_and_is_quarantined(catalog_url, 
 
 
 def test_an_event_handler_fault_drops_that_event_only(catalog_url, monkeypatch):
-    real = handlers.EVENT_HANDLERS[m.RegisterWorker.kind]
+    real = passes.EVENT_HANDLERS[m.RegisterWorker.kind]
 
     def faulty(ctx: PassContext, event: Any, received_at: float) -> None:
         real(ctx, event, received_at)
         if event.name == "poison":
             raise KeyError("a bug after the change")
 
-    monkeypatch.setitem(handlers.EVENT_HANDLERS, m.RegisterWorker.kind, faulty)
+    monkeypatch.setitem(passes.EVENT_HANDLERS, m.RegisterWorker.kind, faulty)
     activities = CatalogActivities(catalog_url)
     answers = run_pass(
         activities,

@@ -23,7 +23,6 @@ from streamctl.catalog.store import bulk_insert
 from streamctl.catalog.view import CatalogView
 from streamctl.domain import queries as queries_stage
 from streamctl.domain.context import PassContext
-from streamctl.domain.handlers import apply_message
 from streamctl.domain.pass_output import PassOutput
 from streamctl.domain.pass_requests import (
     Request,
@@ -33,6 +32,9 @@ from streamctl.domain.quarantine import quarantine_row
 from streamctl.error_codes import ErrorCode
 from streamctl.workflows import messages as m
 from streamctl.workflows.messages import Response
+
+ApplyMessage = Callable[[PassContext, PassOutput, m.Message, str, float], Response | None]
+"""How the pass applies one decoded message (:func:`streamctl.domain.passes.apply_message`)."""
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +86,7 @@ def apply_one_by_one(
     work: list[tuple[str, float, m.Message]],
     first_of: dict[str, Request],
     answers: dict[str, Response],
+    apply_message: ApplyMessage,
 ) -> None:
     """Apply each message in a savepoint of its own, written at once, so a failure costs
     exactly that message: its savepoint is rolled back, the view is read again from what

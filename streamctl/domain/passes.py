@@ -12,7 +12,13 @@ Order of work inside :func:`apply_pass` (the ``apply_pass`` activity of
    (:mod:`streamctl.domain.request_ids`).
 3. Decode the rest; a malformed message gets its error code and nothing else happens for it.
 4. Apply in stages (workers, then sources and sinks, then queries), arrival order within a
-   stage, each message against the state the previous ones left.
+   stage, each message against the state the previous ones left, by the handler its kind maps
+   to in :data:`REQUEST_HANDLERS` / :data:`EVENT_HANDLERS` (the handlers live with their
+   entity: :mod:`~streamctl.domain.workers`, :mod:`~streamctl.domain.sources`,
+   :mod:`~streamctl.domain.sinks`, :mod:`~streamctl.domain.queries`,
+   :mod:`~streamctl.domain.statements`, ...). When applying them together fails in a way no
+   refusal explains, the pass runs again with one savepoint per message
+   (:mod:`~streamctl.domain.isolation`).
 5. Write the changelog, the responses (with their apply order) and the entity changes, and
    compute when the next agent's heartbeat age crosses a liveness threshold.
 
@@ -23,8 +29,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
+from typing import Any
 
 from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.orm import Session
@@ -36,11 +43,19 @@ from streamctl.catalog.models import (
 )
 from streamctl.catalog.store import key_chunks, one_of
 from streamctl.catalog.view import CatalogView
-from streamctl.domain import handlers
+from streamctl.domain import (
+    explain,
+    history,
+    quarantine,
+    reoptimize,
+    sinks,
+    sources,
+    statements,
+    workers,
+)
 from streamctl.domain import queries as queries_stage
-from streamctl.domain.context import PassContext
+from streamctl.domain.context import PassContext, RequestFailed
 from streamctl.domain.decode import DecodeError, decode
-from streamctl.domain.handlers import apply_message
 from streamctl.domain.isolation import Isolate, apply_one_by_one, is_transient
 from streamctl.domain.pass_output import PassOutput
 from streamctl.domain.pass_requests import Request, batch_answers, error_response, tally
@@ -197,10 +212,10 @@ def _apply(
     ordered = sorted(range(len(work)), key=lambda i: (work[i][2].stage, work[i][1], i))
     out = PassOutput(session, snapshot)
     if isolate:
-        apply_one_by_one(ctx, out, [work[i] for i in ordered], first_of, answers)
+        apply_one_by_one(ctx, out, [work[i] for i in ordered], first_of, answers, apply_message)
     else:
         try:
-            handlers.preload(view, [message for _, _, message in work])
+            preload(view, [message for _, _, message in work])
             for index in ordered:
                 message_id, received_at, message = work[index]
                 response = apply_message(ctx, out, message, message_id, received_at)
@@ -281,3 +296,117 @@ def _replay(
         # The attempt that committed counted the outcomes; a replay only answers again.
         tally=PassTally(sum(map(len, batches)), len(pass_input.events)),
     )
+
+
+# --- which handler applies each message kind ---------------------------------------------
+# The handlers live with their entity (workers, sources, sinks, queries, ...). Each either
+# returns the request's result (plain JSON) and records its changes in the changelog, or raises
+# RequestFailed *before* changing anything, so a failed request leaves the catalog as it was.
+# Events return nothing. Handlers run in arrival order within a stage, so a batch answers
+# exactly as applying its messages one by one would.
+
+RequestHandler = Callable[[PassContext, Any], Any]
+EventHandler = Callable[[PassContext, Any, float], None]
+
+REQUEST_HANDLERS: dict[str, RequestHandler] = {
+    m.ListWorkers.kind: workers.list_workers,
+    m.GetWorker.kind: workers.get_worker,
+    m.DrainWorker.kind: workers.drain_worker,
+    m.CreateLogicalSource.kind: sources.create_logical_source,
+    m.DropLogicalSource.kind: sources.drop_logical_source,
+    m.GetLogicalSource.kind: sources.get_logical_source,
+    m.ListLogicalSources.kind: sources.list_logical_sources,
+    m.CreatePhysicalSource.kind: sources.create_physical_source,
+    m.DropPhysicalSource.kind: sources.drop_physical_source,
+    m.GetPhysicalSource.kind: sources.get_physical_source,
+    m.ListPhysicalSources.kind: sources.list_physical_sources,
+    m.CreateSink.kind: sinks.create_sink,
+    m.DropSink.kind: sinks.drop_sink,
+    m.GetSink.kind: sinks.get_sink,
+    m.ListSinks.kind: sinks.list_sinks,
+    m.CreateQuery.kind: queries_stage.create_query,
+    m.DropQuery.kind: queries_stage.drop_query,
+    m.GetQuery.kind: queries_stage.get_query,
+    m.ListQueries.kind: queries_stage.list_queries,
+    m.StartQuery.kind: queries_stage.start_query,
+    m.StopQuery.kind: queries_stage.stop_query,
+    m.ExplainQuery.kind: explain.explain_query,
+    m.GetExplanation.kind: explain.get_explanation,
+    m.Reoptimize.kind: reoptimize.reoptimize,
+    m.ListChanges.kind: history.list_changes,
+    m.ListQuarantined.kind: quarantine.list_quarantined,
+    m.ExecuteStatement.kind: statements.execute_statement,
+}
+
+EVENT_HANDLERS: dict[str, EventHandler] = {
+    m.RegisterWorker.kind: workers.register_worker,
+    m.UnregisterWorker.kind: workers.unregister_worker,
+    m.Heartbeat.kind: workers.heartbeat,
+    m.CheckLiveness.kind: workers.check_liveness,
+    m.Statistics.kind: queries_stage.statistics,
+    m.QueryStatusChanged.kind: queries_stage.query_status_changed,
+    m.SparkPlanExplained.kind: explain.spark_plan_explained,
+}
+
+assert set(REQUEST_HANDLERS) == set(m.REQUEST_TYPES), "every request kind needs a handler"
+assert set(EVENT_HANDLERS) == set(m.EVENT_TYPES), "every event kind needs a handler"
+
+
+def preload(view: CatalogView, messages: list[m.Message]) -> None:
+    """Load, in a few bulk queries, the rows the batch's messages name."""
+    workers: set[str] = set()
+    logical: set[str] = set()
+    physical: set[int] = set()
+    sinks: set[str] = set()
+    dropped_logical: set[str] = set()
+    dropped_sinks: set[str] = set()
+    for message in messages:
+        if isinstance(
+            message,
+            m.RegisterWorker | m.UnregisterWorker | m.Heartbeat | m.GetWorker | m.DrainWorker,
+        ):
+            workers.add(message.name)
+        elif isinstance(message, m.CreateLogicalSource | m.DropLogicalSource | m.GetLogicalSource):
+            logical.add(message.name)
+            if isinstance(message, m.DropLogicalSource):
+                dropped_logical.add(message.name)
+        elif isinstance(message, m.CreatePhysicalSource):
+            logical.add(message.logical_source)
+            if message.worker:
+                workers.add(message.worker)
+        elif isinstance(message, m.DropPhysicalSource | m.GetPhysicalSource):
+            physical.add(message.id)
+        elif isinstance(message, m.CreateSink | m.DropSink | m.GetSink):
+            sinks.add(message.name)
+            if isinstance(message, m.DropSink):
+                dropped_sinks.add(message.name)
+    view.workers.preload(workers)
+    view.logical_sources.preload(logical)
+    view.physical_sources.preload(physical)
+    view.sinks.preload(sinks)
+    # Drops check their dependents; load those for the whole batch at once.
+    view.load_physical_sources_of(dropped_logical)
+    view.load_queries_reading(dropped_logical)
+    view.load_queries_writing(dropped_sinks)
+
+
+def apply_message(
+    ctx: PassContext, out: PassOutput, message: m.Message, message_id: str, received_at: float
+) -> Response | None:
+    """Apply one decoded message to the view: a request's answer, or None for an event.
+
+    A refusal (:class:`RequestFailed`) is the request's answer; any other exception is the
+    caller's to handle (the message may have changed the view half-way)."""
+    version = out.snapshot.version
+    ctx.changes.clear()
+    if isinstance(message, m.Event):
+        try:
+            EVENT_HANDLERS[message.kind](ctx, message, received_at)
+        except RequestFailed as error:
+            log.warning("event %s refused: %s", message_id, error.message)
+        return None
+    try:
+        result = REQUEST_HANDLERS[message.kind](ctx, message)
+    except RequestFailed as error:
+        return error_response(message_id, error.code, error.message, version)
+    return out.fitted(Response(id=message_id, ok=True, result=result, version=version), message)

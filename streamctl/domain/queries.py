@@ -6,13 +6,15 @@ Protocol within a pass
   this pass sees it, turns inline sources and sinks into catalog objects owned by the query
   (:mod:`streamctl.domain.inline`), so the stored plan reads catalog sources into a
   catalog sink only, and tries to place and start the query at once.
-* Every change of a query's current state goes through :func:`streamctl.lifecycle.queries.
-  transition`; a report that does not fit the state (a duplicate, a late one) changes nothing.
+* Every change of a query's current state, with the fields that go with its new state, is one
+  transition function of :mod:`streamctl.lifecycle.queries` (``lifecycle``); a report that
+  does not fit the state (a duplicate, a late one) changes nothing. This module keeps the
+  pass's side: placement, agent actions, changelog records, stamping the row.
 * Starting a query means: pick an agent (:func:`streamctl.planner.placement.place`), move the
-  query to ``STARTING`` with ``run + 1``, and add a ``start`` :class:`AgentAction`. Stopping
-  adds a ``stop`` action. The workflow runs the actions as activities on the agents' task
-  queues and feeds their outcomes back as ``QueryStatusChanged`` events, like the agents' own
-  reports.
+  query to ``STARTING`` (:func:`streamctl.lifecycle.queries.start`: ``run + 1``), and add a
+  ``start`` :class:`AgentAction`. Stopping adds a ``stop`` action. The workflow runs the
+  actions as activities on the agents' task queues and feeds their outcomes back as
+  ``QueryStatusChanged`` events, like the agents' own reports.
 * At the end of every pass, :func:`schedule` starts the queries that wait for an agent
   (``CREATED``, ``RECOVERING`` whose backoff has passed, or ``STOPPED`` in the middle of a
   move).
@@ -31,23 +33,23 @@ from typing import Any
 from streamctl.catalog.rows import QueryRow, SinkRow
 from streamctl.domain import inline
 from streamctl.domain.context import PassContext, RequestFailed
+from streamctl.error_codes import INVALID_STATEMENT, ErrorCode
+from streamctl.lifecycle import queries as lifecycle
 from streamctl.lifecycle.queries import (
     ACTIVE_STATES,
     QueryState,
     QueryTrigger,
     can_transition,
-    contained,
-    fails_on_its_input,
-    lost_with_its_spark,
-    transition,
 )
 from streamctl.planner import ast
-from streamctl.planner.binder import BoundQuery, LogicalSourceInfo, SinkInfo, bind_query
-from streamctl.planner.connectors.options import redact_statement
-from streamctl.planner.errors import INVALID_STATEMENT, PlannerError
+from streamctl.planner.binder import BoundQuery, bind_query
+from streamctl.planner.catalog_lookup import LogicalSourceInfo, SinkInfo
+from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
 from streamctl.planner.placement import AgentSlots, Placement, count_active, place
 from streamctl.planner.reoptimization import track_lag
+from streamctl.secret_options import redact_statement
+from streamctl.workflows import answers
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import (
     AgentAction,
@@ -57,7 +59,6 @@ from streamctl.workflows.actions import (
     SourceAssignment,
     StopAssignment,
 )
-from streamctl.workflows.messages import ErrorCode
 
 S = QueryState
 T = QueryTrigger
@@ -73,7 +74,7 @@ ON_AN_AGENT = (S.STARTING, S.RUNNING, S.STOPPING)
 """States in which a query is (or is being made) present on its agent."""
 
 
-def query_json(row: QueryRow) -> dict[str, Any]:
+def query_json(row: QueryRow) -> answers.Query:
     return {
         "id": row.id,
         "statement": redact_statement(row.statement),  # inline sinks may carry a password
@@ -189,14 +190,8 @@ def create(
         statement=text,
         sink=bound.sink_name,
         desired_state=S.RUNNING,
-        current_state=S.CREATED,
-        worker=None,
-        error=None,
+        **lifecycle.created(),
         plan=bound.plan.to_json_text(),
-        run=0,
-        restarts=0,
-        retry_at=None,
-        started_at=None,
         statistics=None,
         statistics_at=None,
         created_version=view.version,
@@ -225,8 +220,7 @@ def start_query(ctx: PassContext, request: m.StartQuery) -> Any:
                 ),
             )
         row.desired_state = S.RUNNING
-        row.restarts = 0
-        start_on(ctx, row, placement, "StartQuery")
+        start_on(ctx, row, placement, "StartQuery", fresh_budget=True)
     elif row.desired_state != S.RUNNING:
         row.desired_state = S.RUNNING
         ctx.stamp(row)
@@ -288,19 +282,16 @@ def query_status_changed(ctx: PassContext, event: m.QueryStatusChanged, received
     if trigger is T.CRASHED:
         _crashed(ctx, row, event.error or "the query terminated with an error", now)
         return
-    after = transition(before, trigger)
-    row.current_state = after
     left = row.worker
-    if after is S.RUNNING:
-        row.started_at = now
-        row.error = None
-    else:  # FINISHED or STOPPED: it holds no agent any more
-        row.worker = None
+    if trigger is T.STARTED:
+        step = lifecycle.started(row, now)
+    elif trigger is T.INPUT_DONE:
+        step = lifecycle.finished(row)
+    else:
+        step = lifecycle.stopped(row)
     ctx.stamp(row)
-    ctx.record(
-        "query", row.id, f"{before}->{after}", f"{event.agent or 'agent'} reported {event.status}"
-    )
-    if after is S.STOPPED and row.desired_state == S.RUNNING:
+    ctx.record("query", row.id, step.action, f"{event.agent or 'agent'} reported {event.status}")
+    if step.after is S.STOPPED and row.desired_state == S.RUNNING:
         # A move (streamctl.domain.reoptimize): stopped where it was, it starts elsewhere.
         placement = _placement(ctx, row, exclude=[left] if left else [])
         if placement is not None:
@@ -319,51 +310,17 @@ def statistics(ctx: PassContext, event: m.Statistics, received_at: float) -> Non
 
 
 def _crashed(ctx: PassContext, row: QueryRow, error: str, now: float) -> None:
-    policy = ctx.restarts
-    healthy = row.started_at is not None and now - row.started_at >= policy.healthy_after
-    # Lost with its agent's Spark through no fault of its own: like an agent that died, this
-    # costs the query no restart (the agent bounds how often its Spark may die).
-    lost = lost_with_its_spark(error)
-    if not lost:
-        row.restarts = 1 if healthy else row.restarts + 1
-    row.error = error
-    before = S(row.current_state)
-    recovering = transition(before, T.CRASHED)
-    agent = row.worker
-    row.worker = None
-    if fails_on_its_input(error):
-        row.current_state = transition(recovering, T.GIVE_UP)
-        row.retry_at = None
-        reason = "failed on its input (a restart would fail the same way)"
-    elif contained(error):
-        row.current_state = transition(recovering, T.GIVE_UP)
-        row.retry_at = None
-        reason = "took its agent's Spark down too often (contained)"
-    elif lost:
-        row.current_state = recovering
-        row.retry_at = now
-        reason = f"lost with the Spark of {agent}, restarts at once"
-    elif policy.exhausted(row.restarts):
-        row.current_state = transition(recovering, T.GIVE_UP)
-        row.retry_at = None
-        reason = f"gave up after {row.restarts - 1} restarts"
-    else:
-        row.current_state = recovering
-        row.retry_at = now + policy.delay(row.restarts)
-        reason = f"crashed on {agent}, restart {row.restarts} in {policy.delay(row.restarts):.1f}s"
+    step, reason = lifecycle.crash(row, error, now, ctx.restarts)
     ctx.stamp(row)
-    ctx.record("query", row.id, f"{before}->{row.current_state}", f"{reason}: {error}"[:2000])
+    ctx.record("query", row.id, step.action, f"{reason}: {error}"[:2000])
 
 
 def agent_lost(ctx: PassContext, agent: str, reason: str) -> None:
     """The agent is gone (DEAD or unregistered): its queries recover elsewhere at once."""
     for row in ctx.view.queries_on(agent, ON_AN_AGENT):
-        before = S(row.current_state)
-        row.current_state = transition(before, T.AGENT_LOST)
-        row.worker = None
-        row.retry_at = ctx.view.now if row.current_state is S.RECOVERING else None
+        step = lifecycle.agent_lost(row, ctx.view.now)
         ctx.stamp(row)
-        ctx.record("query", row.id, f"{before}->{row.current_state}", f"{agent} {reason}")
+        ctx.record("query", row.id, step.action, f"{agent} {reason}")
 
 
 def agent_registered_again(ctx: PassContext, agent: str) -> None:
@@ -372,7 +329,7 @@ def agent_registered_again(ctx: PassContext, agent: str) -> None:
     stopped."""
     for row in ctx.view.queries_on(agent, (S.STARTING, S.RUNNING)):
         assignment = _assignment(ctx, row, row.run + 1)
-        row.run += 1
+        lifecycle.rerun(row)
         ctx.stamp(row)
         ctx.actions.append(AgentAction(agent, start=assignment))
         ctx.record("query", row.id, "restart", f"{agent} registered again: make sure it runs")
@@ -421,30 +378,31 @@ def try_start(ctx: PassContext, row: QueryRow, reason: str) -> bool:
     return True
 
 
-def start_on(ctx: PassContext, row: QueryRow, placement: Placement, reason: str) -> None:
-    before = S(row.current_state)
+def start_on(
+    ctx: PassContext,
+    row: QueryRow,
+    placement: Placement,
+    reason: str,
+    *,
+    fresh_budget: bool = False,
+) -> None:
+    """Start ``row`` where ``placement`` says; ``fresh_budget`` (a user's ``StartQuery``, a
+    reoptimization's restart) counts its restarts from 0 again."""
     assignment = _assignment(ctx, row, row.run + 1)
-    row.current_state = transition(before, T.START)
-    row.worker = placement.agent
-    row.run += 1
-    row.retry_at = None
+    step = lifecycle.start(row, placement.agent, fresh_budget=fresh_budget)
     ctx.stamp(row)
     ctx.add_action(AgentAction(placement.agent, start=assignment))
     where = f"{placement.agent} (local to its sources)" if placement.local else placement.agent
-    ctx.record("query", row.id, f"{before}->{row.current_state}", f"{reason}: placed on {where}")
+    ctx.record("query", row.id, step.action, f"{reason}: placed on {where}")
 
 
 def _stop(ctx: PassContext, row: QueryRow, reason: str) -> None:
-    before = S(row.current_state)
-    if not can_transition(before, T.STOP):
+    if not can_transition(S(row.current_state), T.STOP):
         return
-    row.current_state = transition(before, T.STOP)
-    if row.current_state is S.STOPPING and row.worker is not None:
-        ctx.actions.append(AgentAction(row.worker, stop=StopAssignment(row.id, row.run)))
-    else:
-        row.worker = None
-        row.retry_at = None
-    ctx.record("query", row.id, f"{before}->{row.current_state}", reason)
+    step, agent = lifecycle.stop(row)
+    if agent is not None:
+        ctx.actions.append(AgentAction(agent, stop=StopAssignment(row.id, row.run)))
+    ctx.record("query", row.id, step.action, reason)
 
 
 def _placement(ctx: PassContext, row: QueryRow, exclude: Iterable[str] = ()) -> Placement | None:

@@ -2,8 +2,9 @@
 
 * A restart starts a retryable ``FAILED`` query on the agent the decision picked, with a fresh
   restart budget.
-* A move takes a ``RUNNING`` query through ``MOVE`` to ``STOPPING`` on its agent with a stop
-  action; its desired state stays ``RUNNING``. When the agent reports it stopped,
+* A move takes a ``RUNNING`` query through ``MOVE`` to ``STOPPING`` on its agent
+  (:func:`streamctl.lifecycle.queries.move`) with a stop action; its desired state stays
+  ``RUNNING``. When the agent reports it stopped,
   :func:`streamctl.domain.queries.query_status_changed` starts it on another agent from its
   checkpoint (placement again, without the agent it left), so two agents never run it at once.
   Its lag streak is cleared: the next agent's statistics start a new one.
@@ -18,7 +19,8 @@ from typing import Any
 from streamctl.catalog.rows import QueryRow
 from streamctl.domain import queries as queries_stage
 from streamctl.domain.context import PassContext
-from streamctl.lifecycle.queries import QueryState, QueryTrigger, fails_on_its_input, transition
+from streamctl.lifecycle import queries as lifecycle
+from streamctl.lifecycle.queries import QueryState, fails_on_its_input
 from streamctl.planner.placement import Placement
 from streamctl.planner.reoptimization import Move, QueryFacts, Restart, decide, lag_of
 from streamctl.workflows import messages as m
@@ -54,8 +56,9 @@ def reoptimize(ctx: PassContext, _request: m.Reoptimize) -> Any:
         row = rows[decision.query_id]
         if isinstance(decision, Restart):
             ctx.record("query", row.id, "restart", decision.reason)
-            row.restarts = 0
-            queries_stage.start_on(ctx, row, Placement(decision.agent, False), "reoptimization")
+            queries_stage.start_on(
+                ctx, row, Placement(decision.agent, False), "reoptimization", fresh_budget=True
+            )
             answer.append({"query": row.id, "restart": decision.agent, "reason": decision.reason})
         elif isinstance(decision, Move):
             ctx.record("query", row.id, "move", decision.reason)
@@ -71,10 +74,7 @@ def reoptimize(ctx: PassContext, _request: m.Reoptimize) -> Any:
 
 
 def _move_off(ctx: PassContext, row: QueryRow, move: Move) -> None:
-    before = S(row.current_state)
-    row.current_state = transition(before, QueryTrigger.MOVE)
-    row.statistics = None
-    row.statistics_at = None
+    step = lifecycle.move(row)
     ctx.stamp(row)
     ctx.actions.append(AgentAction(move.source, stop=StopAssignment(row.id, row.run)))
-    ctx.record("query", row.id, f"{before}->{row.current_state}", f"moving off {move.source}")
+    ctx.record("query", row.id, step.action, f"moving off {move.source}")

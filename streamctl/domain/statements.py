@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from streamctl.domain import explain, handlers, inline, workers
+from streamctl.domain import explain, inline, workers
 from streamctl.domain import queries as queries_stage
 from streamctl.domain.context import PassContext, RequestFailed
 from streamctl.error_codes import INVALID_STATEMENT, ErrorCode
@@ -129,9 +129,11 @@ class _Runner:
         self.ctx = ctx
 
     def ask(self, request: m.Request) -> Any:
-        # The handler table imports this module (it maps ExecuteStatement here), so it is
-        # read through its module at call time rather than imported by name.
-        return handlers.REQUEST_HANDLERS[request.kind](self.ctx, request)
+        # The pass's handler table maps ExecuteStatement to this module, so it is imported
+        # here, when a statement runs, rather than when this module loads (a cycle).
+        from streamctl.domain.passes import REQUEST_HANDLERS
+
+        return REQUEST_HANDLERS[request.kind](self.ctx, request)
 
     def run(self, statement: ast.Statement, text: str) -> Any:
         if isinstance(statement, ast.QueryStatement):

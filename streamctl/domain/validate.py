@@ -1,7 +1,7 @@
 """Checks of request fields, each raising :class:`RequestFailed` with the code a client sees.
 
 Handlers call these before they change anything, so a refused request leaves the catalog as
-it was (see :mod:`streamctl.domain.handlers`)."""
+it was (see :mod:`streamctl.domain.passes`)."""
 
 from __future__ import annotations
 
