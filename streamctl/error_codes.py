@@ -40,7 +40,7 @@ class ErrorCode:
     # TYPE_MISMATCH, SINK_SCHEMA_MISMATCH, INVALID_STATEMENT.
 
 
-# ---- the planner's codes (streamctl.planner.errors.PlannerError.code) -------------------------
+# ---- the planner's codes (streamctl.planner.errors.PlannerError.code) ------------------------
 
 SYNTAX_ERROR: Final = "SYNTAX_ERROR"
 UNKNOWN_SOURCE: Final = "UNKNOWN_SOURCE"

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from streamctl.planner.binder import MemoryCatalog, SinkInfo, bind_query
+from streamctl.planner.binder import bind_query
+from streamctl.planner.catalog_lookup import MemoryCatalog, SinkInfo
 from streamctl.planner.parser import parse_query
 from streamctl.spark.queries import SparkQueries
 from streamctl.spark.sinks import read_file_sink

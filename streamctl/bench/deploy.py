@@ -84,7 +84,8 @@ async def _deploy(root: Path, source_dir: Path, rounds: int, master: str) -> lis
 
 
 def _raw(root: Path, source_dir: Path, rounds: int, master: str) -> list[float]:
-    from streamctl.planner.binder import MemoryCatalog, SinkInfo, bind_query
+    from streamctl.planner.binder import bind_query
+    from streamctl.planner.catalog_lookup import MemoryCatalog, SinkInfo
     from streamctl.planner.parser import parse_query
     from streamctl.spark.sinks import start_sink
     from streamctl.spark.sources import read_source

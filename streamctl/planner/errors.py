@@ -14,7 +14,12 @@ Guarantees:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from streamctl.error_codes import NES_ERROR_NUMBERS, PLANNER_ERROR_CODES
+
+if TYPE_CHECKING:
+    from streamctl.planner import ast
 
 
 class PlannerError(Exception):
@@ -42,6 +47,10 @@ class PlannerError(Exception):
 
     def __repr__(self) -> str:
         return f"PlannerError({self.code!r}, {self.message!r})"
+
+
+def _error(code: str, message: str, node: ast.Node) -> PlannerError:
+    return PlannerError(code, message, node.line, node.column)
 
 
 def _rebuild(code: str, message: str, line: int | None, column: int | None) -> PlannerError:

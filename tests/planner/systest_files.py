@@ -43,9 +43,10 @@ class CatalogColumnSpec:
 def queries_with_catalog(systest: SystestFile) -> Iterator[tuple[Query, object]]:
     """Each query of a file with the catalog its preceding DDL statements built.
 
-    The catalog is a :class:`streamctl.planner.binder.MemoryCatalog` (a fresh copy per query)."""
+    The catalog is a :class:`streamctl.planner.catalog_lookup.MemoryCatalog` (a fresh copy per
+    query)."""
     from streamctl.planner import ast
-    from streamctl.planner.binder import MemoryCatalog, SinkInfo
+    from streamctl.planner.catalog_lookup import MemoryCatalog, SinkInfo
     from streamctl.planner.parser import parse_statements
 
     sources: dict[str, list[CatalogColumnSpec]] = {}

@@ -22,15 +22,11 @@ from streamctl.error_codes import (
     UNKNOWN_SOURCE,
 )
 from streamctl.planner import plan
-from streamctl.planner.binder import (
-    BoundQuery,
-    MemoryCatalog,
-    SinkInfo,
-    _common_numeric,
-    bind_query,
-)
+from streamctl.planner.binder import BoundQuery, bind_query
+from streamctl.planner.catalog_lookup import MemoryCatalog, SinkInfo
 from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
+from streamctl.planner.types import _common_numeric
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,11 @@ import pytest
 from streamctl.error_codes import NOT_SUPPORTED
 from streamctl.nes_types import integer_range
 from streamctl.planner import plan
-from streamctl.planner.binder import MemoryCatalog, _common_numeric, bind_query
+from streamctl.planner.binder import bind_query
+from streamctl.planner.catalog_lookup import MemoryCatalog
 from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
+from streamctl.planner.types import _common_numeric
 from streamctl.spark.translate import SPARK_CONF, TranslatedQuery, build
 from streamctl.spark.types import spark_schema
 
