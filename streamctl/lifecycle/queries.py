@@ -18,6 +18,26 @@ on liveness (an agent turning ``DEAD``). ``STOPPING`` or ``STOPPED`` with a desi
 ``RUNNING`` is a query being moved: once stopped it starts again on another agent. A
 transition not in :data:`TRANSITIONS` raises :class:`IllegalTransition`; nothing is silently
 overwritten.
+
+Each transition is one function here (:func:`start`, :func:`started`, :func:`finished`,
+:func:`stopped`, :func:`crash`, :func:`agent_lost`, :func:`stop`, :func:`move`,
+:func:`rerun`), which moves the query's current state **and** sets the fields that go with
+entering its new state (its worker, its ``run``, ``retry_at``, ``restarts``, ``error``,
+``started_at``); :func:`created` gives a new query's. They work on :class:`QueryFields` (the
+catalog's ``QueryRow`` has them; the catalog imports this module, not the other way round).
+The pass (:mod:`streamctl.domain.queries`, :mod:`streamctl.domain.reoptimize`) calls them and
+keeps its own side: placement, agent actions, changelog records, stamping the row.
+
+Entry effects, by state (the property tests of ``tests/test_lifecycle.py`` check them):
+
+``STARTING``    on the placed agent (``worker``), with a new ``run`` (``run + 1``, which the
+                agent's reports carry), no retry pending.
+``RUNNING``     ``started_at`` is when the agent reported it; ``error`` is cleared.
+``STOPPING``    keeps its worker until the agent confirms the stop.
+``STOPPED``, ``FINISHED``  hold no worker.
+``RECOVERING``  holds no worker; ``retry_at`` is when it may start again; a crash counts
+                against ``restarts`` (unless it went down with its agent's Spark).
+``FAILED``      holds no worker, no retry pending; ``error`` is why.
 """
 
 from __future__ import annotations
@@ -25,6 +45,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any, NamedTuple, Protocol, TypedDict
 
 
 class QueryState(StrEnum):
@@ -48,6 +69,7 @@ class QueryTrigger(StrEnum):
     CRASHED = "crashed"  # the start failed or the running query terminated with an error
     AGENT_LOST = "agent_lost"  # the query's agent became DEAD
     GIVE_UP = "give_up"  # the restart policy is exhausted
+    AGENT_BACK = "agent_back"  # its agent registered again: start it there again, in a new run
 
 
 S = QueryState
@@ -79,6 +101,10 @@ TRANSITIONS: dict[tuple[QueryState, QueryTrigger], QueryState] = {
     (S.STARTING, T.AGENT_LOST): S.RECOVERING,
     (S.RUNNING, T.AGENT_LOST): S.RECOVERING,
     (S.RECOVERING, T.GIVE_UP): S.FAILED,
+    # Its agent may have restarted and lost it: the start is sent again (agents start
+    # idempotently) with a new run; the state stays as it was.
+    (S.STARTING, T.AGENT_BACK): S.STARTING,
+    (S.RUNNING, T.AGENT_BACK): S.RUNNING,
 }
 """Every allowed transition of a query's current state."""
 
@@ -169,3 +195,183 @@ class RestartPolicy:
     def exhausted(self, attempt: int) -> bool:
         """Whether restart number ``attempt`` is one too many."""
         return attempt > self.max_restarts
+
+
+# --- the transitions, each with its state-entry effects -------------------------------------
+
+
+class QueryFields(Protocol):
+    """The fields of a query that its lifecycle sets (the catalog's ``QueryRow`` has them)."""
+
+    current_state: str
+    worker: str | None
+    run: int
+    restarts: int
+    retry_at: float | None
+    started_at: float | None
+    error: str | None
+    statistics: dict[str, Any] | None
+    statistics_at: float | None
+
+
+class CreatedFields(TypedDict):
+    """A new query's lifecycle fields (:func:`created`)."""
+
+    current_state: str
+    worker: str | None
+    error: str | None
+    run: int
+    restarts: int
+    retry_at: float | None
+    started_at: float | None
+
+
+class Step(NamedTuple):
+    """One move of a query's current state."""
+
+    before: QueryState
+    after: QueryState
+
+    @property
+    def action(self) -> str:
+        """The move as the changelog names it (``RUNNING->STOPPING``)."""
+        return f"{self.before}->{self.after}"
+
+
+def _enter(row: QueryFields, trigger: QueryTrigger) -> Step:
+    before = QueryState(row.current_state)
+    after = transition(before, trigger)
+    row.current_state = after
+    return Step(before, after)
+
+
+def created() -> CreatedFields:
+    """A new query: ``CREATED``, on no agent, not run yet, no restarts, nothing pending."""
+    return CreatedFields(
+        current_state=S.CREATED,
+        worker=None,
+        error=None,
+        run=0,
+        restarts=0,
+        retry_at=None,
+        started_at=None,
+    )
+
+
+def start(row: QueryFields, agent: str, *, fresh_budget: bool = False) -> Step:
+    """``START``: to ``STARTING`` on ``agent``, in a new run (``run + 1``: the agent's reports
+    carry it, so reports of earlier runs are told apart), no retry pending. ``fresh_budget``
+    (a user's ``StartQuery``, a reoptimization's restart) counts its restarts from 0 again."""
+    step = _enter(row, T.START)
+    if fresh_budget:
+        row.restarts = 0
+    row.worker = agent
+    row.run += 1
+    row.retry_at = None
+    return step
+
+
+def started(row: QueryFields, now: float) -> Step:
+    """``STARTED``: the agent reports it ``RUNNING`` at ``now`` (the clock of
+    :attr:`RestartPolicy.healthy_after` starts); the last error is cleared."""
+    step = _enter(row, T.STARTED)
+    row.started_at = now
+    row.error = None
+    return step
+
+
+def finished(row: QueryFields) -> Step:
+    """``INPUT_DONE``: ``FINISHED``; it holds no agent any more."""
+    step = _enter(row, T.INPUT_DONE)
+    row.worker = None
+    return step
+
+
+def stopped(row: QueryFields) -> Step:
+    """``STOPPED``: the agent confirmed the stop; it holds no agent any more."""
+    step = _enter(row, T.STOPPED)
+    row.worker = None
+    return step
+
+
+def crash(row: QueryFields, error: str, now: float, policy: RestartPolicy) -> tuple[Step, str]:
+    """``CRASHED`` (then ``GIVE_UP`` if it ends ``FAILED``): it holds no agent; ``error`` is
+    the crash report. The answer is the move and its reason.
+
+    * A crash of its input (:func:`fails_on_its_input`) or a contained one (:func:`contained`)
+      ends ``FAILED`` at once.
+    * A query lost with its agent's Spark (:func:`lost_with_its_spark`) recovers at once and
+      the crash costs it no restart (the agent bounds how often its Spark may die).
+    * Otherwise the crash counts (from 1 again after ``healthy_after`` seconds ``RUNNING``):
+      ``FAILED`` once the policy is exhausted, else ``RECOVERING`` until its backoff passed.
+    """
+    before = QueryState(row.current_state)
+    recovering = transition(before, T.CRASHED)
+    healthy = row.started_at is not None and now - row.started_at >= policy.healthy_after
+    lost = lost_with_its_spark(error)
+    if not lost:
+        row.restarts = 1 if healthy else row.restarts + 1
+    row.error = error
+    agent = row.worker
+    row.worker = None
+    if fails_on_its_input(error):
+        after = transition(recovering, T.GIVE_UP)
+        row.retry_at = None
+        reason = "failed on its input (a restart would fail the same way)"
+    elif contained(error):
+        after = transition(recovering, T.GIVE_UP)
+        row.retry_at = None
+        reason = "took its agent's Spark down too often (contained)"
+    elif lost:
+        after = recovering
+        row.retry_at = now
+        reason = f"lost with the Spark of {agent}, restarts at once"
+    elif policy.exhausted(row.restarts):
+        after = transition(recovering, T.GIVE_UP)
+        row.retry_at = None
+        reason = f"gave up after {row.restarts - 1} restarts"
+    else:
+        after = recovering
+        row.retry_at = now + policy.delay(row.restarts)
+        reason = f"crashed on {agent}, restart {row.restarts} in {policy.delay(row.restarts):.1f}s"
+    row.current_state = after
+    return Step(before, after), reason
+
+
+def agent_lost(row: QueryFields, now: float) -> Step:
+    """``AGENT_LOST``: its agent is gone, so it holds none. A query that was starting or
+    running recovers elsewhere at once (``retry_at`` is ``now``; it costs no restart); one
+    that was stopping is stopped."""
+    step = _enter(row, T.AGENT_LOST)
+    row.worker = None
+    row.retry_at = now if step.after is S.RECOVERING else None
+    return step
+
+
+def stop(row: QueryFields) -> tuple[Step, str | None]:
+    """``STOP``: a query on an agent goes ``STOPPING`` and keeps its worker until the agent
+    confirms; the answer's agent is the one to send a stop action to. Any other query is
+    ``STOPPED`` at once, on no agent, with no retry pending (the answer's agent is None)."""
+    step = _enter(row, T.STOP)
+    if step.after is S.STOPPING and row.worker is not None:
+        return step, row.worker
+    row.worker = None
+    row.retry_at = None
+    return step, None
+
+
+def move(row: QueryFields) -> Step:
+    """``MOVE``: a ``RUNNING`` query goes ``STOPPING`` to leave its agent; its lag streak is
+    cleared (the next agent's statistics start a new one)."""
+    step = _enter(row, T.MOVE)
+    row.statistics = None
+    row.statistics_at = None
+    return step
+
+
+def rerun(row: QueryFields) -> Step:
+    """``AGENT_BACK``: its agent registered again; the start is sent there again in a new
+    run (``run + 1``), the state stays."""
+    step = _enter(row, T.AGENT_BACK)
+    row.run += 1
+    return step
