@@ -27,8 +27,9 @@ __all__ = ["SparkActivities"]
 
 class SparkActivities:
     """The agent's activities (run in threads: every Spark call blocks). They poll their
-    cancellation (``_Attempt``) instead of taking an exception raised into their thread, which
-    could land in the middle of a Py4J call and break its connection."""
+    cancellation (:class:`~streamctl.spark.attempt.Attempt`) instead of taking an exception
+    raised into their thread, which could land in the middle of a Py4J call and break its
+    connection."""
 
     def __init__(self, queries: SparkQueries) -> None:
         self.queries = queries
