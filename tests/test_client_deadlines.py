@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 from temporalio.client import Client
 
 import streamctl.client.client as client_module
+import streamctl.client.pump as pump_module
 from streamctl.client import errors
 from streamctl.client.client import CoordinatorClient
 from streamctl.worker.coordinator import ensure_coordinator
@@ -320,7 +321,7 @@ async def test_a_failure_inside_the_sender_reaches_the_caller(
     client = await CoordinatorClient(
         temporal.address, workflow_id=keyed_coordinator, request_timeout=60
     ).connect()
-    monkeypatch.setattr(client_module, "Response", broken_response)
+    monkeypatch.setattr(pump_module, "Response", broken_response)
     try:
         outcome, elapsed = await outcome_of(client.ask(m.ListSinks()), 45)
     finally:

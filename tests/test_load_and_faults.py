@@ -26,7 +26,7 @@ from catalog_tools import catalog_invariants, dump, failed_workflow_tasks, repla
 from conftest import RunningCoordinator
 
 from streamctl.bench.requests import SCHEMA, mixed_request
-from streamctl.client.client import new_id
+from streamctl.client.outbox import new_id
 from streamctl.worker.coordinator import ensure_coordinator
 from streamctl.worker.supervisor import catalog_environment, coordinator_command
 from streamctl.workflows import messages as m

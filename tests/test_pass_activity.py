@@ -13,7 +13,7 @@ from typing import Any
 from catalog_tools import dump
 
 from streamctl.activities.passes import CatalogActivities
-from streamctl.client.client import new_id
+from streamctl.client.outbox import new_id
 from streamctl.workflows import messages as m
 from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_payload
 

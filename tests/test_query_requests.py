@@ -11,7 +11,7 @@ import pytest
 from test_pass_activity import codes, run_pass
 
 from streamctl.activities.passes import CatalogActivities
-from streamctl.client.client import new_id
+from streamctl.client.outbox import new_id
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import AgentAction, StopAssignment
 from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_payload

@@ -12,7 +12,7 @@ from test_pass_activity import codes, run_pass
 from test_query_requests import SETUP
 
 from streamctl.activities.passes import CatalogActivities
-from streamctl.client.client import new_id
+from streamctl.client.outbox import new_id
 from streamctl.planner.placement import AgentSlots
 from streamctl.planner.reoptimization import (
     Move,

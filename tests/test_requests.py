@@ -10,7 +10,7 @@ from temporalio.client import WorkflowUpdateFailedError
 
 from streamctl import config
 from streamctl.client import errors
-from streamctl.client.client import new_id
+from streamctl.client.outbox import new_id
 from streamctl.error_codes import ErrorCode
 from streamctl.workflows import messages as m
 from streamctl.workflows.config import CoordinatorConfig

@@ -97,8 +97,9 @@ from typing import Any
 import psycopg
 
 from streamctl import config as settings
-from streamctl.client.client import CoordinatorClient, new_id
+from streamctl.client.client import CoordinatorClient
 from streamctl.client.errors import ClientError, OutboxFull, RequestTimeout
+from streamctl.client.outbox import new_id
 from streamctl.worker.supervisor import Supervisor, pid_alive
 from streamctl.worker.temporal_server import free_port, port_open
 from streamctl.workflows import messages as m

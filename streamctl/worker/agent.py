@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio.worker import Worker
 
-from streamctl.client.client import CoordinatorClient, new_id
+from streamctl.client.client import CoordinatorClient
+from streamctl.client.outbox import new_id
 from streamctl.lifecycle.spark import SparkPolicy
 from streamctl.worker.metrics import AgentMetrics, MetricsAddress, SdkMetrics
 from streamctl.worker.spark_watchdog import SparkBroken, SparkWatchdog
