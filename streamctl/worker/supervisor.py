@@ -2,7 +2,8 @@
 Spark agents.
 
 ``up`` runs a supervisor in the foreground (or, with ``--detach``, in a new session in the
-background, returning once the coordinator answers). The supervisor starts the Temporal dev
+background, returning once the coordinator answers and its agents are ALIVE:
+:func:`wait_until_up`, which names the agent that is not). The supervisor starts the Temporal dev
 server (state in ``<state-dir>/temporal.db``), then the coordinator worker processes, makes sure
 the ``coordinator`` workflow runs, starts the Spark agents (``local_1`` ... ``local_N``, one
 checkpoint root ``<state-dir>/checkpoints`` so any of them can resume another's query), writes
@@ -39,12 +40,19 @@ from typing import Any
 from temporalio.client import Client
 
 from streamctl import config as settings
-from streamctl.catalog.urls import redact_url
+from streamctl.client.client import CoordinatorClient
+from streamctl.client.errors import ClientError, CoordinatorError
+from streamctl.secret_options import redact_url
 from streamctl.worker.coordinator import ensure_coordinator
 from streamctl.worker.temporal_server import port_open, start_dev_server, wait_for_server
-from streamctl.workflows.coordinator import COORDINATOR_WORKFLOW_ID, CoordinatorConfig
+from streamctl.workflows import messages as m
+from streamctl.workflows.config import COORDINATOR_WORKFLOW_ID, CoordinatorConfig
 
 STACK_FILE = "stack.json"
+
+STARTUP_WAIT_S = 120.0
+"""How long ``up --detach`` waits for the stack to answer and then for its agents to be ALIVE
+(an agent's SparkSession starts in ~10 s here; a cold JVM on a slow disk takes longer)."""
 
 
 @dataclass
@@ -55,7 +63,7 @@ class StackInfo:
     address: str
     ui_url: str
     catalog_url: str
-    """Without its password (:func:`~streamctl.catalog.urls.redact_url`)."""
+    """Without its password (:func:`~streamctl.secret_options.redact_url`)."""
     state_dir: str
     agent_pids: list[int] = field(default_factory=list)
 
@@ -134,6 +142,11 @@ def agent_command(
     ]
 
 
+def local_agent_names(count: int) -> list[str]:
+    """The names of the stack's local agents: ``local_1`` ... ``local_<count>``."""
+    return [f"local_{index}" for index in range(1, count + 1)]
+
+
 class Supervisor:
     def __init__(
         self,
@@ -156,7 +169,7 @@ class Supervisor:
         self.ui_port = ui_port
         self.config = config
         self.coordinators = coordinators
-        self.agent_names = [f"local_{index}" for index in range(1, agents + 1)]
+        self.agent_names = local_agent_names(agents)
         self.agents: list[subprocess.Popen[bytes]] = []
         self.agent_master = agent_master
         self.agent_capacity = agent_capacity
@@ -347,11 +360,87 @@ def stop_stack(state_dir: Path, timeout: float = 20.0) -> bool:
     return True
 
 
+def wait_until_up(
+    supervisor: subprocess.Popen[bytes],
+    state_dir: Path,
+    address: str,
+    agents: int,
+    since: float,
+    timeout: float = STARTUP_WAIT_S,
+) -> str | None:
+    """Wait until the stack that ``supervisor`` (``up`` in a new session) starts answers and its
+    ``agents`` local agents are ALIVE; ``None`` then, else (after ``timeout`` seconds, or at once
+    when the supervisor exits) what is not up, naming each agent that is not ALIVE and its log.
+
+    An agent counts once it is ALIVE with a heartbeat from after ``since`` (``time.time()``
+    when the supervisor was launched): a catalog kept in ``state_dir`` may still hold an ALIVE
+    row from a stack that was killed.
+    """
+    deadline = time.monotonic() + timeout
+    supervisor_log = state_dir / "supervisor.log"
+    while read_stack(state_dir) is None:  # written once Temporal and the workflow run
+        if supervisor.poll() is not None:
+            return f"the stack failed to start; see {supervisor_log}"
+        if time.monotonic() > deadline:
+            return f"the stack did not start within {timeout:.0f} s; see {supervisor_log}"
+        time.sleep(0.3)
+    names = local_agent_names(agents)
+    client = CoordinatorClient(address, payload_keys=settings.payload_keys(state_dir))
+    workers: dict[str, dict[str, Any]] | None = None
+    try:
+        client.connect_blocking()
+        while True:
+            if supervisor.poll() is not None:
+                return f"the stack stopped while starting; see {supervisor_log}"
+            remaining = deadline - time.monotonic()
+            try:
+                answer = client.ask_blocking(m.ListWorkers(), timeout=max(1.0, remaining))
+            except (ClientError, CoordinatorError):
+                answer = None
+            if answer is not None:
+                workers = {row["name"]: row for row in answer}
+                if all(_fresh_alive(workers.get(name), since) for name in names):
+                    return None
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    except Exception as error:  # the Temporal connection itself
+        return f"the Temporal server at {address} did not answer: {error}"
+    finally:
+        client.close(0)
+    if workers is None:
+        return (
+            f"the coordinator did not answer within {timeout:.0f} s; see "
+            f"{state_dir / 'coordinator.log'}"
+        )
+    late = [name for name in names if not _fresh_alive(workers.get(name), since)]
+    return "; ".join(
+        f"agent {name} is not ALIVE after {timeout:.0f} s "
+        f"({_agent_state(workers.get(name))}); see {state_dir / f'agent-{name}.log'}"
+        for name in late
+    )
+
+
+def _fresh_alive(row: dict[str, Any] | None, since: float) -> bool:
+    return row is not None and row["state"] == "ALIVE" and row["last_heartbeat_at"] >= since
+
+
+def _agent_state(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return "it never registered"
+    if row["state"] == "ALIVE":
+        return "ALIVE in the catalog, but no heartbeat since this start"
+    return f"it is {row['state']}"
+
+
 __all__ = [
     "COORDINATOR_WORKFLOW_ID",
+    "STARTUP_WAIT_S",
     "StackInfo",
     "Supervisor",
+    "local_agent_names",
     "read_stack",
     "run_foreground",
     "stop_stack",
+    "wait_until_up",
 ]
