@@ -3,7 +3,8 @@
 The protocol (who calls what, what comes back, which events an agent pushes) is in
 :mod:`streamctl.workflows.actions`; what each action does, and its guarantees, is
 :class:`streamctl.spark.queries.SparkQueries`. The activity names are part of the recorded
-histories: they never change.
+histories: they never change, and each is registered under its typed constant's name
+(:class:`~streamctl.workflows.actions.AgentActivity`), the one the workflow calls.
 """
 
 from __future__ import annotations
@@ -15,6 +16,11 @@ from temporalio import activity
 
 from streamctl.spark.queries import SparkQueries
 from streamctl.workflows.actions import (
+    EXPLAIN_QUERY,
+    LIST_QUERIES,
+    START_QUERY,
+    STOP_QUERY,
+    VALIDATE_PLAN,
     ExplainAssignment,
     ExplainReport,
     QueryAssignment,
@@ -34,23 +40,23 @@ class SparkActivities:
     def __init__(self, queries: SparkQueries) -> None:
         self.queries = queries
 
-    @activity.defn(name="start_query", no_thread_cancel_exception=True)
+    @activity.defn(name=START_QUERY.name, no_thread_cancel_exception=True)
     def start_query(self, assignment: QueryAssignment) -> QueryReport:
         return self.queries.start(assignment)
 
-    @activity.defn(name="stop_query", no_thread_cancel_exception=True)
+    @activity.defn(name=STOP_QUERY.name, no_thread_cancel_exception=True)
     def stop_query(self, assignment: StopAssignment) -> QueryReport:
         return self.queries.stop(assignment)
 
-    @activity.defn(name="list_queries", no_thread_cancel_exception=True)
+    @activity.defn(name=LIST_QUERIES.name, no_thread_cancel_exception=True)
     def list_queries(self, _agent: str) -> list[QueryReport]:
         return self.queries.list()
 
-    @activity.defn(name="validate_plan", no_thread_cancel_exception=True)
+    @activity.defn(name=VALIDATE_PLAN.name, no_thread_cancel_exception=True)
     def validate_plan(self, assignment: QueryAssignment) -> None:
         self.queries.validate(assignment)
 
-    @activity.defn(name="explain_query", no_thread_cancel_exception=True)
+    @activity.defn(name=EXPLAIN_QUERY.name, no_thread_cancel_exception=True)
     def explain_query(self, request: ExplainAssignment) -> ExplainReport:
         return self.queries.explain(request)
 
