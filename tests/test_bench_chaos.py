@@ -12,14 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from streamctl.bench.chaos import (
-    ChaosSettings,
-    Kill,
-    dead_figures,
-    kill_schedule,
-    run_chaos_bench,
-    sink_figures,
-)
+from streamctl.bench.chaos import run_chaos_bench
+from streamctl.bench.chaos_figures import dead_figures, sink_figures
+from streamctl.bench.chaos_state import ChaosSettings, Kill, kill_schedule
 
 
 def test_the_schedule_follows_the_seed_and_kills_every_target():
@@ -96,9 +91,9 @@ def test_only_deaths_of_agents_not_killed_count():
 @pytest.mark.timeout(240)
 def test_a_short_chaos_run_loses_and_doubles_nothing():
     try:
-        from streamctl.bench.chaos import _postgres_bin
+        from streamctl.bench.private_postgres import postgres_bin
 
-        _postgres_bin()
+        postgres_bin()
     except RuntimeError as error:
         pytest.skip(str(error))
     result = run_chaos_bench(

@@ -109,7 +109,8 @@ def bench_chaos(
     """Requests, heartbeats and queries while every process of a private stack (PostgreSQL
     included) is killed -9 at random times; then lost, doubled, declared dead, sink rows.
     Exit 1 if any of them is not 0 or a query is not RUNNING at the end."""
-    from streamctl.bench.chaos import ChaosSettings, run_chaos_bench
+    from streamctl.bench.chaos import run_chaos_bench
+    from streamctl.bench.chaos_state import ChaosSettings
 
     result = run_chaos_bench(
         ChaosSettings(
