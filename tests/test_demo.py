@@ -114,10 +114,14 @@ def test_demo_on_a_running_stack_prints_its_rows_and_leaves_the_stack_running(tm
     assert info is not None
     pids = [info.supervisor_pid, info.temporal_pid, *info.coordinator_pids, *info.agent_pids]
     try:
-        # up --detach's wait: it names the agent that is not ALIVE, and is content otherwise.
+        # up --detach returned once its agent was ALIVE ...
+        with CoordinatorClient(info.address) as client:
+            workers = client.ask_blocking(m.ListWorkers())
+        assert [(w["name"], w["state"]) for w in workers] == [("local_1", "ALIVE")]
+        # ... and its wait names an agent that is not.
         bystander = subprocess.Popen(["sleep", "60"])
         try:
-            assert wait_until_up(bystander, state, info.address, 1, since=0, timeout=120) is None
+            assert wait_until_up(bystander, state, info.address, 1, since=0, timeout=10) is None
             problem = wait_until_up(bystander, state, info.address, 2, since=0, timeout=2)
         finally:
             bystander.kill()
