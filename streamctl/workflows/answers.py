@@ -7,23 +7,31 @@ and the client library type their results with them. One declaration per shape; 
 here is added everywhere.
 
 They are ``TypedDict`` classes because an answer travels as plain JSON: no conversion on
-either side, and a newer coordinator may add fields an older frontend passes through.
-Descriptions are pydantic ``Field`` annotations, which the gateway's OpenAPI document shows.
+either side, and a newer coordinator may add fields an older frontend passes through (each
+class allows extra keys, so the gateway passes them on). Descriptions are pydantic ``Field``
+annotations, which the gateway's OpenAPI document shows. ``typing_extensions.TypedDict``, not
+``typing``'s: pydantic reads only that one before Python 3.12.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, NotRequired, TypedDict
+from typing import Annotated, Any, NotRequired
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, with_config
+from typing_extensions import TypedDict
+
+_ANSWER = ConfigDict(extra="allow")
+"""Fields a newer coordinator adds pass through a frontend that does not know them."""
 
 
+@with_config(_ANSWER)
 class Column(TypedDict):
     name: str
     type: Annotated[str, Field(description="NebulaStream type name, e.g. UINT64, INT32, VARSIZED")]
     nullable: bool
 
 
+@with_config(_ANSWER)
 class Worker(TypedDict):
     """An agent (``RegisterWorker``) or a declared worker (``CREATE WORKER``)."""
 
@@ -39,18 +47,29 @@ class Worker(TypedDict):
     created_version: int
 
 
+@with_config(_ANSWER)
+class WorkerDropped(TypedDict):
+    """``DROP WORKER``: the worker and the physical sources pinned to it (``CASCADE``)."""
+
+    workers: list[str]
+    physical_sources: list[int]
+
+
+@with_config(_ANSWER)
 class LogicalSource(TypedDict):
     name: str
     schema: list[Column]
     created_version: int
 
 
+@with_config(_ANSWER)
 class LogicalSourceDropped(TypedDict):
     logical_sources: list[str]
     physical_sources: list[int]
     queries: list[int]
 
 
+@with_config(_ANSWER)
 class PhysicalSource(TypedDict):
     id: int
     logical_source: str
@@ -60,10 +79,12 @@ class PhysicalSource(TypedDict):
     created_version: int
 
 
+@with_config(_ANSWER)
 class PhysicalSourceDropped(TypedDict):
     physical_sources: list[int]
 
 
+@with_config(_ANSWER)
 class Sink(TypedDict):
     name: str
     schema: list[Column]
@@ -72,11 +93,13 @@ class Sink(TypedDict):
     created_version: int
 
 
+@with_config(_ANSWER)
 class SinkDropped(TypedDict):
     sinks: list[str]
     queries: list[int]
 
 
+@with_config(_ANSWER)
 class Query(TypedDict):
     id: int
     statement: Annotated[str, Field(description="As submitted, secret option values as ***.")]
@@ -93,15 +116,44 @@ class Query(TypedDict):
     created_version: int
 
 
+@with_config(_ANSWER)
 class QueryDetail(Query):
     sources: list[str]
     plan: str
 
 
+@with_config(_ANSWER)
 class QueryDropped(TypedDict):
     queries: list[int]
 
 
+@with_config(_ANSWER)
+class Explanation(TypedDict):
+    """``ExplainQuery`` (``EXPLAIN``): the coordinator's plan; Spark's follows by
+    ``GetExplanation`` when ``explanation`` is set."""
+
+    plan: str
+    output: Annotated[list[Column], Field(description="The query's output schema.")]
+    sources: list[str]
+    sink: str | None
+    placement: Annotated[str | None, Field(description="The agent it would run on, if any.")]
+    explanation: Annotated[
+        int | None, Field(description="What to ask GetExplanation for (none: no alive agent).")
+    ]
+
+
+@with_config(_ANSWER)
+class ExplanationState(TypedDict):
+    """``GetExplanation``: Spark's plan of an explained query, once its agent answered."""
+
+    id: int
+    agent: str
+    ready: bool
+    spark_plan: str | None
+    error: str | None
+
+
+@with_config(_ANSWER)
 class Change(TypedDict):
     version: Annotated[int, Field(description="The snapshot version that made the change.")]
     seq: int
@@ -112,6 +164,7 @@ class Change(TypedDict):
     message_id: str
 
 
+@with_config(_ANSWER)
 class QuarantinedMessage(TypedDict):
     reference: Annotated[str, Field(description="Named by the message's error answer and the log.")]
     message_id: str
@@ -124,8 +177,10 @@ class QuarantinedMessage(TypedDict):
 
 Move = TypedDict("Move", {"from": str, "to": str})
 """Where reoptimization moves a query (declared functionally: ``from`` is a keyword)."""
+with_config(_ANSWER)(Move)
 
 
+@with_config(_ANSWER)
 class Decision(TypedDict):
     query: int
     reason: str
@@ -133,10 +188,12 @@ class Decision(TypedDict):
     move: NotRequired[Annotated[Move, Field(description="``from`` and ``to`` agents.")]]
 
 
+@with_config(_ANSWER)
 class ReoptimizeResult(TypedDict):
     decisions: list[Decision]
 
 
+@with_config(_ANSWER)
 class StatementOutcome(TypedDict):
     statement: Annotated[str, Field(description="What ran, e.g. 'CREATE SINK' or 'SHOW QUERIES'.")]
     line: int
@@ -144,5 +201,6 @@ class StatementOutcome(TypedDict):
     result: Annotated[Any, Field(description="The result of the request the statement stands for.")]
 
 
+@with_config(_ANSWER)
 class StatementResults(TypedDict):
     statements: list[StatementOutcome]

@@ -61,14 +61,15 @@ Guarantees
   startup and closed at shutdown, so concurrent HTTP calls are coalesced into few Temporal
   updates exactly like any other client's; a request id is never reused, so an HTTP call is
   applied at most once.
-* Result fields the coordinator adds later pass through (the response models allow extra
-  fields); the documented ones are always there.
+* The response models are the coordinator's answer shapes, declared once in
+  :mod:`streamctl.workflows.answers`; result fields the coordinator adds later pass through
+  (those classes allow extra fields), the documented ones are always there.
 
 Modules
 -------
-:mod:`~streamctl.client.gateway.models` the request and response bodies (what the OpenAPI
-document describes) · :mod:`~streamctl.client.gateway.problems` errors as RFC 9457 problems ·
-:mod:`~streamctl.client.gateway.auth` the bearer token · :mod:`~streamctl.client.gateway.routes`
-the ``/v1`` routes · :mod:`~streamctl.client.gateway.app` the application, its settings and
-:func:`~streamctl.client.gateway.app.serve`.
+:mod:`~streamctl.client.gateway.models` the request bodies and the problem shape (the response
+bodies are :mod:`streamctl.workflows.answers`) · :mod:`~streamctl.client.gateway.problems`
+errors as RFC 9457 problems · :mod:`~streamctl.client.gateway.auth` the bearer token ·
+:mod:`~streamctl.client.gateway.routes` the ``/v1`` routes · :mod:`~streamctl.client.gateway.app`
+the application, its settings and :func:`~streamctl.client.gateway.app.serve`.
 """

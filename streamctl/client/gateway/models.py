@@ -1,4 +1,9 @@
-"""The gateway's request and response bodies: what its OpenAPI document describes."""
+"""The gateway's own bodies: the request bodies (``*Spec``), ``Health`` and the problem shape.
+
+The response bodies are the coordinator's answers, declared once in
+:mod:`streamctl.workflows.answers`; the routes name those classes as their response models,
+so the OpenAPI document describes the answers the pass builds.
+"""
 
 from __future__ import annotations
 
@@ -13,13 +18,9 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
-class _Result(BaseModel):
-    """A coordinator result: fields it adds later pass through."""
+class ColumnSpec(BaseModel):
+    """A column of a schema in a request body (``nullable`` unless it says otherwise)."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-
-class Column(BaseModel):
     name: str
     type: str = Field(description="NebulaStream type name, e.g. UINT64, INT32, FLOAT64, VARSIZED")
     nullable: bool = True
@@ -29,32 +30,9 @@ class StatementSpec(_Body):
     text: str = Field(description="NebulaStream statements, separated by ';'.")
 
 
-class StatementOutcome(_Result):
-    statement: str = Field(description="What ran, e.g. 'CREATE SINK' or 'SHOW QUERIES'.")
-    line: int
-    column: int
-    result: Any = Field(description="The result of the request the statement stands for.")
-
-
-class StatementResults(_Result):
-    statements: list[StatementOutcome]
-
-
 class LogicalSourceSpec(_Body):
     name: str
-    columns: list[Column] = Field(alias="schema")
-
-
-class LogicalSource(_Result):
-    name: str
-    columns: list[Column] = Field(alias="schema")
-    created_version: int
-
-
-class LogicalSourceDropped(_Result):
-    logical_sources: list[str]
-    physical_sources: list[int]
-    queries: list[int]
+    columns: list[ColumnSpec] = Field(alias="schema")
 
 
 class PhysicalSourceSpec(_Body):
@@ -64,111 +42,16 @@ class PhysicalSourceSpec(_Body):
     worker: str | None = Field(default=None, description="Pin the source to this worker.")
 
 
-class PhysicalSource(_Result):
-    id: int
-    logical_source: str
-    type: str
-    config: dict[str, Any]
-    worker: str | None
-    created_version: int
-
-
-class PhysicalSourceDropped(_Result):
-    physical_sources: list[int]
-
-
 class SinkSpec(_Body):
     name: str
-    columns: list[Column] = Field(alias="schema")
+    columns: list[ColumnSpec] = Field(alias="schema")
     type: str = Field(description="Connector type, e.g. File, Print, Void, Checksum.")
     config: dict[str, Any] = Field(default_factory=dict)
-
-
-class Sink(_Result):
-    name: str
-    columns: list[Column] = Field(alias="schema")
-    type: str
-    config: dict[str, Any]
-    created_version: int
-
-
-class SinkDropped(_Result):
-    sinks: list[str]
-    queries: list[int]
 
 
 class QuerySpec(_Body):
     statement: str = Field(description="SELECT ... INTO sink, in the NebulaStream dialect.")
     sink: str | None = Field(default=None, description="Must match the statement's INTO.")
-
-
-class QueryInfo(_Result):
-    id: int
-    statement: str
-    sink: str
-    desired_state: str
-    current_state: str
-    worker: str | None
-    error: str | None
-    run: int
-    restarts: int
-    retry_at: float | None
-    statistics: dict[str, Any] | None
-    statistics_at: float | None
-    created_version: int
-
-
-class QueryDetail(QueryInfo):
-    sources: list[str]
-    plan: str
-
-
-class QueryDropped(_Result):
-    queries: list[int]
-
-
-class Worker(_Result):
-    name: str
-    state: str
-    capacity: int
-    load: int
-    task_queue: str
-    address: str
-    draining: bool
-    last_heartbeat_at: float
-    heartbeats: int
-    created_version: int
-
-
-class Change(_Result):
-    version: int = Field(description="The snapshot version that made the change.")
-    seq: int
-    entity: str
-    key: str
-    action: str
-    reason: str
-    message_id: str
-
-
-class QuarantinedMessage(_Result):
-    reference: str = Field(description="Named by the message's error answer and the log.")
-    message_id: str
-    kind: str
-    version: int = Field(description="The snapshot version when it was set aside.")
-    error: str
-    body: str = Field(description="The message as it was kept (cut to 2,000 characters).")
-    created_at: float
-
-
-class Decision(_Result):
-    query: int
-    reason: str
-    restart: str | None = Field(None, description="The agent a failed query restarts on.")
-    move: dict[str, str] | None = Field(None, description="``from`` and ``to`` agents.")
-
-
-class ReoptimizeResult(_Result):
-    decisions: list[Decision]
 
 
 class Health(BaseModel):

@@ -13,28 +13,15 @@ from fastapi import Response as HttpResponse
 from streamctl.client.client import CoordinatorClient
 from streamctl.client.gateway.auth import bearer_doc
 from streamctl.client.gateway.models import (
-    Change,
-    Column,
-    LogicalSource,
-    LogicalSourceDropped,
+    ColumnSpec,
     LogicalSourceSpec,
-    PhysicalSource,
-    PhysicalSourceDropped,
     PhysicalSourceSpec,
     Problem,
-    QuarantinedMessage,
-    QueryDetail,
-    QueryDropped,
-    QueryInfo,
     QuerySpec,
-    ReoptimizeResult,
-    Sink,
-    SinkDropped,
     SinkSpec,
-    StatementResults,
     StatementSpec,
-    Worker,
 )
+from streamctl.workflows import answers as a
 from streamctl.workflows import messages as m
 
 
@@ -59,7 +46,7 @@ Name = Annotated[str, Path(description="The entity's name.")]
 Id = Annotated[int, Path(description="The entity's id.")]
 
 
-def _columns(columns: Sequence[Column]) -> tuple[m.ColumnSpec, ...]:
+def _columns(columns: Sequence[ColumnSpec]) -> tuple[m.ColumnSpec, ...]:
     return tuple(m.ColumnSpec(c.name, c.type, c.nullable) for c in columns)
 
 
@@ -75,7 +62,7 @@ def v1_router(documented_auth: bool) -> APIRouter:
 
     @router.post(
         "/statements",
-        response_model=StatementResults,
+        response_model=a.StatementResults,
         responses=_problems(404, 409, 413),
         tags=["statements"],
     )
@@ -88,7 +75,7 @@ def v1_router(documented_auth: bool) -> APIRouter:
     @router.post(
         "/logical-sources",
         status_code=201,
-        response_model=LogicalSource,
+        response_model=a.LogicalSource,
         responses=_problems(409, 413),
         tags=["logical sources"],
     )
@@ -101,7 +88,7 @@ def v1_router(documented_auth: bool) -> APIRouter:
 
     @router.get(
         "/logical-sources",
-        response_model=list[LogicalSource],
+        response_model=list[a.LogicalSource],
         responses=_problems(),
         tags=["logical sources"],
     )
@@ -110,7 +97,7 @@ def v1_router(documented_auth: bool) -> APIRouter:
 
     @router.get(
         "/logical-sources/{name}",
-        response_model=LogicalSource,
+        response_model=a.LogicalSource,
         responses=_problems(404),
         tags=["logical sources"],
     )
@@ -119,7 +106,7 @@ def v1_router(documented_auth: bool) -> APIRouter:
 
     @router.delete(
         "/logical-sources/{name}",
-        response_model=LogicalSourceDropped,
+        response_model=a.LogicalSourceDropped,
         responses=_problems(404, 409),
         tags=["logical sources"],
     )
@@ -130,7 +117,7 @@ def v1_router(documented_auth: bool) -> APIRouter:
     @router.post(
         "/physical-sources",
         status_code=201,
-        response_model=PhysicalSource,
+        response_model=a.PhysicalSource,
         responses=_problems(404, 409, 413),
         tags=["physical sources"],
     )
@@ -145,7 +132,7 @@ def v1_router(documented_auth: bool) -> APIRouter:
 
     @router.get(
         "/physical-sources",
-        response_model=list[PhysicalSource],
+        response_model=list[a.PhysicalSource],
         responses=_problems(),
         tags=["physical sources"],
     )
@@ -159,7 +146,7 @@ def v1_router(documented_auth: bool) -> APIRouter:
 
     @router.get(
         "/physical-sources/{id}",
-        response_model=PhysicalSource,
+        response_model=a.PhysicalSource,
         responses=_problems(404),
         tags=["physical sources"],
     )
@@ -168,7 +155,7 @@ def v1_router(documented_auth: bool) -> APIRouter:
 
     @router.delete(
         "/physical-sources/{id}",
-        response_model=PhysicalSourceDropped,
+        response_model=a.PhysicalSourceDropped,
         responses=_problems(404, 409),
         tags=["physical sources"],
     )
@@ -179,7 +166,7 @@ def v1_router(documented_auth: bool) -> APIRouter:
     @router.post(
         "/sinks",
         status_code=201,
-        response_model=Sink,
+        response_model=a.Sink,
         responses=_problems(409, 413),
         tags=["sinks"],
     )
@@ -192,16 +179,16 @@ def v1_router(documented_auth: bool) -> APIRouter:
         _created(request, response, "get_sink", name=result["name"])
         return result
 
-    @router.get("/sinks", response_model=list[Sink], responses=_problems(), tags=["sinks"])
+    @router.get("/sinks", response_model=list[a.Sink], responses=_problems(), tags=["sinks"])
     async def list_sinks(client: Client) -> Any:
         return await client.ask(m.ListSinks())
 
-    @router.get("/sinks/{name}", response_model=Sink, responses=_problems(404), tags=["sinks"])
+    @router.get("/sinks/{name}", response_model=a.Sink, responses=_problems(404), tags=["sinks"])
     async def get_sink(name: Name, client: Client) -> Any:
         return await client.ask(m.GetSink(name))
 
     @router.delete(
-        "/sinks/{name}", response_model=SinkDropped, responses=_problems(404, 409), tags=["sinks"]
+        "/sinks/{name}", response_model=a.SinkDropped, responses=_problems(404, 409), tags=["sinks"]
     )
     async def drop_sink(name: Name, client: Client, cascade: Cascade = False) -> Any:
         return await client.ask(m.DropSink(name, cascade))
@@ -210,7 +197,7 @@ def v1_router(documented_auth: bool) -> APIRouter:
     @router.post(
         "/queries",
         status_code=201,
-        response_model=QueryInfo,
+        response_model=a.Query,
         responses=_problems(404, 409, 413),
         tags=["queries"],
     )
@@ -222,19 +209,19 @@ def v1_router(documented_auth: bool) -> APIRouter:
         _created(request, response, "get_query", id=result["id"])
         return result
 
-    @router.get("/queries", response_model=list[QueryInfo], responses=_problems(), tags=["queries"])
+    @router.get("/queries", response_model=list[a.Query], responses=_problems(), tags=["queries"])
     async def list_queries(client: Client) -> Any:
         return await client.ask(m.ListQueries())
 
     @router.get(
-        "/queries/{id}", response_model=QueryDetail, responses=_problems(404), tags=["queries"]
+        "/queries/{id}", response_model=a.QueryDetail, responses=_problems(404), tags=["queries"]
     )
     async def get_query(id: Id, client: Client) -> Any:
         return await client.ask(m.GetQuery(id))
 
     @router.post(
         "/queries/{id}/start",
-        response_model=QueryInfo,
+        response_model=a.Query,
         responses=_problems(404),
         tags=["queries"],
     )
@@ -244,32 +231,32 @@ def v1_router(documented_auth: bool) -> APIRouter:
         return await client.ask(m.StartQuery(id))
 
     @router.post(
-        "/queries/{id}/stop", response_model=QueryInfo, responses=_problems(404), tags=["queries"]
+        "/queries/{id}/stop", response_model=a.Query, responses=_problems(404), tags=["queries"]
     )
     async def stop_query(id: Id, client: Client) -> Any:
         """Stop a query; it keeps its checkpoint and can start again."""
         return await client.ask(m.StopQuery(id))
 
     @router.delete(
-        "/queries/{id}", response_model=QueryDropped, responses=_problems(404), tags=["queries"]
+        "/queries/{id}", response_model=a.QueryDropped, responses=_problems(404), tags=["queries"]
     )
     async def drop_query(id: Id, client: Client) -> Any:
         """Stop the query if it runs and remove it from the catalog."""
         return await client.ask(m.DropQuery(id))
 
     # --- workers
-    @router.get("/workers", response_model=list[Worker], responses=_problems(), tags=["workers"])
+    @router.get("/workers", response_model=list[a.Worker], responses=_problems(), tags=["workers"])
     async def list_workers(client: Client) -> Any:
         return await client.ask(m.ListWorkers())
 
     @router.get(
-        "/workers/{name}", response_model=Worker, responses=_problems(404), tags=["workers"]
+        "/workers/{name}", response_model=a.Worker, responses=_problems(404), tags=["workers"]
     )
     async def get_worker(name: Name, client: Client) -> Any:
         return await client.ask(m.GetWorker(name))
 
     @router.post(
-        "/workers/{name}/drain", response_model=Worker, responses=_problems(404), tags=["workers"]
+        "/workers/{name}/drain", response_model=a.Worker, responses=_problems(404), tags=["workers"]
     )
     async def drain_worker(name: Name, client: Client) -> Any:
         """Place no new queries on this worker."""
@@ -277,14 +264,16 @@ def v1_router(documented_auth: bool) -> APIRouter:
 
     # --- operations
     @router.post(
-        "/reoptimize", response_model=ReoptimizeResult, responses=_problems(), tags=["operations"]
+        "/reoptimize", response_model=a.ReoptimizeResult, responses=_problems(), tags=["operations"]
     )
     async def reoptimize(client: Client) -> Any:
         """Restart retryable failed queries, move queries off lagging or SUSPECT agents and
         rebalance now; answers the decisions and their reasons."""
         return await client.ask(m.Reoptimize())
 
-    @router.get("/changes", response_model=list[Change], responses=_problems(), tags=["operations"])
+    @router.get(
+        "/changes", response_model=list[a.Change], responses=_problems(), tags=["operations"]
+    )
     async def list_changes(
         client: Client,
         entity: Annotated[str | None, Query(description="Only changes of this entity.")] = None,
@@ -296,7 +285,7 @@ def v1_router(documented_auth: bool) -> APIRouter:
 
     @router.get(
         "/quarantine",
-        response_model=list[QuarantinedMessage],
+        response_model=list[a.QuarantinedMessage],
         responses=_problems(),
         tags=["operations"],
     )
