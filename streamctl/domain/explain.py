@@ -31,6 +31,7 @@ from streamctl.domain.validate import not_found
 from streamctl.lifecycle.agents import AgentState
 from streamctl.planner import ast
 from streamctl.planner.placement import place
+from streamctl.workflows import answers
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import AgentAction, ExplainAssignment, SourceAssignment
 
@@ -87,14 +88,14 @@ def explain(ctx: PassContext, statement: str | ast.QueryStatement) -> dict[str, 
     return answer
 
 
-def get_explanation(ctx: PassContext, request: m.GetExplanation) -> Any:
+def get_explanation(ctx: PassContext, request: m.GetExplanation) -> answers.ExplanationState:
     row = ctx.view.explanations.get(request.id)
     if row is None:
         raise not_found("explanation", request.id)
     return explanation_json(row)
 
 
-def explanation_json(row: ExplanationRow) -> dict[str, Any]:
+def explanation_json(row: ExplanationRow) -> answers.ExplanationState:
     return {
         "id": row.id,
         "agent": row.agent,

@@ -7,19 +7,18 @@ by earlier passes, newest ``limit`` of them, answered oldest first so they read 
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import select
 
 from streamctl.catalog.models import ChangelogEntry
 from streamctl.domain.context import PassContext, RequestFailed
 from streamctl.error_codes import ErrorCode
+from streamctl.workflows import answers
 from streamctl.workflows import messages as m
 
 MAX_LIMIT = 10_000
 
 
-def list_changes(ctx: PassContext, request: m.ListChanges) -> Any:
+def list_changes(ctx: PassContext, request: m.ListChanges) -> list[answers.Change]:
     limit = request.limit
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
         raise RequestFailed(

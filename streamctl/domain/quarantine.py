@@ -23,6 +23,7 @@ from streamctl.domain.context import PassContext, RequestFailed
 from streamctl.domain.pass_requests import id_problem
 from streamctl.error_codes import ErrorCode
 from streamctl.limits import MAX_ID_LENGTH
+from streamctl.workflows import answers
 from streamctl.workflows import messages as m
 from streamctl.workflows.passes import QuarantineInput
 
@@ -31,7 +32,9 @@ BODY_SHOWN = 2000
 """Characters of a kept body an answer shows (the catalog keeps up to 64 KiB)."""
 
 
-def list_quarantined(ctx: PassContext, request: m.ListQuarantined) -> Any:
+def list_quarantined(
+    ctx: PassContext, request: m.ListQuarantined
+) -> list[answers.QuarantinedMessage]:
     limit = request.limit
     if isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
         raise RequestFailed(

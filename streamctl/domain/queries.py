@@ -159,7 +159,7 @@ def bind(
 # --- requests -------------------------------------------------------------------------------
 
 
-def create_query(ctx: PassContext, request: m.CreateQuery) -> Any:
+def create_query(ctx: PassContext, request: m.CreateQuery) -> answers.Query:
     return create(ctx, request.statement, request.sink)
 
 
@@ -168,7 +168,7 @@ def create(
     text: str,
     sink: str | None = None,
     parsed: ast.QueryStatement | None = None,
-) -> Any:
+) -> answers.Query:
     """Create (and try to start) the query ``text``; ``parsed`` is its syntax tree when the
     caller parsed it as part of a longer script (its positions point into the script)."""
     statement = parse(text if parsed is None else parsed)
@@ -204,7 +204,7 @@ def create(
     return query_json(row)
 
 
-def start_query(ctx: PassContext, request: m.StartQuery) -> Any:
+def start_query(ctx: PassContext, request: m.StartQuery) -> answers.Query:
     row = _query(ctx, request.id)
     state = S(row.current_state)
     if state in (S.STOPPED, S.FAILED, S.FINISHED):
@@ -227,7 +227,7 @@ def start_query(ctx: PassContext, request: m.StartQuery) -> Any:
     return query_json(row)
 
 
-def stop_query(ctx: PassContext, request: m.StopQuery) -> Any:
+def stop_query(ctx: PassContext, request: m.StopQuery) -> answers.Query:
     row = _query(ctx, request.id)
     row.desired_state = S.STOPPED
     _stop(ctx, row, "StopQuery")
@@ -235,7 +235,7 @@ def stop_query(ctx: PassContext, request: m.StopQuery) -> Any:
     return query_json(row)
 
 
-def drop_query(ctx: PassContext, request: m.DropQuery) -> Any:
+def drop_query(ctx: PassContext, request: m.DropQuery) -> answers.QueryDropped:
     row = _query(ctx, request.id)
     return {"queries": drop_queries(ctx, [row], "DropQuery")}
 
@@ -251,12 +251,12 @@ def drop_queries(ctx: PassContext, queries: list[QueryRow], reason: str) -> list
     return sorted(row.id for row in queries)
 
 
-def get_query(ctx: PassContext, request: m.GetQuery) -> Any:
+def get_query(ctx: PassContext, request: m.GetQuery) -> answers.QueryDetail:
     row = _query(ctx, request.id)
     return {**query_json(row), "sources": ctx.view.sources_of_query(row.id), "plan": row.plan}
 
 
-def list_queries(ctx: PassContext, _request: m.ListQueries) -> Any:
+def list_queries(ctx: PassContext, _request: m.ListQueries) -> list[answers.Query]:
     return [query_json(row) for row in sorted(ctx.view.queries.all(), key=lambda r: r.id)]
 
 

@@ -6,8 +6,6 @@ frontend ever shows them."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from streamctl.catalog.rows import (
     SinkRow,
 )
@@ -40,7 +38,7 @@ def sink_json(row: SinkRow) -> answers.Sink:
     }
 
 
-def create_sink(ctx: PassContext, request: m.CreateSink) -> Any:
+def create_sink(ctx: PassContext, request: m.CreateSink) -> answers.Sink:
     name = _name(request.name, "sink name")
     schema = _schema(request.schema)
     sink_type = _kind(request.type, SINK_TYPES, "sink")
@@ -64,7 +62,7 @@ def create_sink(ctx: PassContext, request: m.CreateSink) -> Any:
     return sink_json(row)
 
 
-def drop_sink(ctx: PassContext, request: m.DropSink) -> Any:
+def drop_sink(ctx: PassContext, request: m.DropSink) -> answers.SinkDropped:
     row = ctx.view.sinks.get(request.name)
     if row is None:
         raise _not_found("sink", request.name)
@@ -82,12 +80,12 @@ def drop_sink(ctx: PassContext, request: m.DropSink) -> Any:
     return {"sinks": [row.name], "queries": dropped}
 
 
-def get_sink(ctx: PassContext, request: m.GetSink) -> Any:
+def get_sink(ctx: PassContext, request: m.GetSink) -> answers.Sink:
     row = ctx.view.sinks.get(request.name)
     if row is None:
         raise _not_found("sink", request.name)
     return sink_json(row)
 
 
-def list_sinks(ctx: PassContext, _request: m.ListSinks) -> Any:
+def list_sinks(ctx: PassContext, _request: m.ListSinks) -> list[answers.Sink]:
     return [sink_json(row) for row in sorted(ctx.view.sinks.all(), key=lambda r: r.name)]

@@ -6,8 +6,6 @@ no answer, listing or frontend ever shows them."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from streamctl.catalog.rows import (
     LogicalSourceRow,
     PhysicalSourceRow,
@@ -46,7 +44,9 @@ def physical_source_json(row: PhysicalSourceRow) -> answers.PhysicalSource:
     }
 
 
-def create_logical_source(ctx: PassContext, request: m.CreateLogicalSource) -> Any:
+def create_logical_source(
+    ctx: PassContext, request: m.CreateLogicalSource
+) -> answers.LogicalSource:
     name = _name(request.name, "logical source name")
     schema = _schema(request.schema)
     if ctx.view.logical_sources.get(name) is not None:
@@ -62,7 +62,9 @@ def create_logical_source(ctx: PassContext, request: m.CreateLogicalSource) -> A
     return logical_source_json(row)
 
 
-def drop_logical_source(ctx: PassContext, request: m.DropLogicalSource) -> Any:
+def drop_logical_source(
+    ctx: PassContext, request: m.DropLogicalSource
+) -> answers.LogicalSourceDropped:
     row = ctx.view.logical_sources.get(request.name)
     if row is None:
         raise _not_found("logical source", request.name)
@@ -88,19 +90,23 @@ def drop_logical_source(ctx: PassContext, request: m.DropLogicalSource) -> Any:
     }
 
 
-def get_logical_source(ctx: PassContext, request: m.GetLogicalSource) -> Any:
+def get_logical_source(ctx: PassContext, request: m.GetLogicalSource) -> answers.LogicalSource:
     row = ctx.view.logical_sources.get(request.name)
     if row is None:
         raise _not_found("logical source", request.name)
     return logical_source_json(row)
 
 
-def list_logical_sources(ctx: PassContext, _request: m.ListLogicalSources) -> Any:
+def list_logical_sources(
+    ctx: PassContext, _request: m.ListLogicalSources
+) -> list[answers.LogicalSource]:
     rows = sorted(ctx.view.logical_sources.all(), key=lambda r: r.name)
     return [logical_source_json(row) for row in rows]
 
 
-def create_physical_source(ctx: PassContext, request: m.CreatePhysicalSource) -> Any:
+def create_physical_source(
+    ctx: PassContext, request: m.CreatePhysicalSource
+) -> answers.PhysicalSource:
     source_type = _kind(request.type, SOURCE_TYPES, "physical source")
     if ctx.view.logical_sources.get(request.logical_source) is None:
         raise _not_found("logical source", request.logical_source)
@@ -128,7 +134,9 @@ def create_physical_source(ctx: PassContext, request: m.CreatePhysicalSource) ->
     return physical_source_json(row)
 
 
-def drop_physical_source(ctx: PassContext, request: m.DropPhysicalSource) -> Any:
+def drop_physical_source(
+    ctx: PassContext, request: m.DropPhysicalSource
+) -> answers.PhysicalSourceDropped:
     row = ctx.view.physical_sources.get(request.id)
     if row is None:
         raise _not_found("physical source", request.id)
@@ -138,14 +146,16 @@ def drop_physical_source(ctx: PassContext, request: m.DropPhysicalSource) -> Any
     return {"physical_sources": [row.id]}
 
 
-def get_physical_source(ctx: PassContext, request: m.GetPhysicalSource) -> Any:
+def get_physical_source(ctx: PassContext, request: m.GetPhysicalSource) -> answers.PhysicalSource:
     row = ctx.view.physical_sources.get(request.id)
     if row is None:
         raise _not_found("physical source", request.id)
     return physical_source_json(row)
 
 
-def list_physical_sources(ctx: PassContext, request: m.ListPhysicalSources) -> Any:
+def list_physical_sources(
+    ctx: PassContext, request: m.ListPhysicalSources
+) -> list[answers.PhysicalSource]:
     if request.logical_source is None:
         rows = ctx.view.physical_sources.all()
     else:

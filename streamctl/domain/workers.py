@@ -150,18 +150,18 @@ def check_liveness(ctx: PassContext, event: m.CheckLiveness, _received_at: float
         _agent_transition(ctx, row, trigger, f"no heartbeat for {age:.1f}s")
 
 
-def list_workers(ctx: PassContext, _request: m.ListWorkers) -> Any:
+def list_workers(ctx: PassContext, _request: m.ListWorkers) -> list[answers.Worker]:
     return [worker_json(row) for row in sorted(ctx.view.workers.all(), key=lambda r: r.name)]
 
 
-def get_worker(ctx: PassContext, request: m.GetWorker) -> Any:
+def get_worker(ctx: PassContext, request: m.GetWorker) -> answers.Worker:
     row = ctx.view.workers.get(request.name)
     if row is None:
         raise _not_found("worker", request.name)
     return worker_json(row)
 
 
-def drain_worker(ctx: PassContext, request: m.DrainWorker) -> Any:
+def drain_worker(ctx: PassContext, request: m.DrainWorker) -> answers.Worker:
     row = ctx.view.workers.get(request.name)
     if row is None:
         raise _not_found("worker", request.name)
@@ -172,7 +172,7 @@ def drain_worker(ctx: PassContext, request: m.DrainWorker) -> Any:
     return worker_json(row)
 
 
-def declare_worker(ctx: PassContext, name: str, capacity: int) -> Any:
+def declare_worker(ctx: PassContext, name: str, capacity: int) -> answers.Worker:
     """``CREATE WORKER``: a worker known before its agent registers (physical sources may be
     pinned to it); it is ``UNREGISTERED`` until an agent of that name registers."""
     name = _name(name, "worker name")
