@@ -162,12 +162,12 @@ def run_demo(
         client.connect_blocking()
     except Exception as error:
         client.close(0)
-        console.print(f"[red]demo failed:[/] no coordinator answers at {escape(address)}: {error}")
+        reason = escape(f"no coordinator answers at {address}: {error}")
+        console.print(f"[red]demo failed:[/] {reason}", highlight=False)
         raise SystemExit(1) from None
     try:
-        agent = wait_for_agent(
-            client, console, AGENT_WAIT_S if expect_agent else (RUNNING_STACK_AGENT_WAIT_S)
-        )
+        wait_s = AGENT_WAIT_S if expect_agent else RUNNING_STACK_AGENT_WAIT_S
+        agent = wait_for_agent(client, console, wait_s)
         console.print(f"[green]✓[/] Spark agent {escape(agent)} is ALIVE", highlight=False)
         query_id = create_query(client, console, names, created)
         query = wait_running(client, console, query_id)
