@@ -17,17 +17,22 @@ def demo(
     state_dir: Path | None = typer.Option(None),
     keep: bool = typer.Option(False, help="Leave the stack running afterwards."),
 ) -> None:
-    """Start the stack if needed, create sources and sinks, and print the catalog."""
+    """Start the stack if needed, run a windowed aggregation query and print its first rows."""
     from streamctl.client.demo import run_demo
     from streamctl.worker.supervisor import pid_alive, read_stack, stop_stack
 
     directory = resolve_state_dir(state_dir)
     info = read_stack(directory)
     started_here = info is None or not pid_alive(info.supervisor_pid)
-    if started_here:
-        start_default_stack(directory)
     try:
-        run_demo(temporal_address(None, directory), console, expect_agent=started_here)
+        if started_here:  # inside the try: a stack that failed to start is stopped too
+            start_default_stack(directory)
+        run_demo(
+            temporal_address(None, directory),
+            console,
+            expect_agent=started_here,
+            state_dir=directory,
+        )
     finally:
         if started_here and not keep:
             stop_stack(directory)

@@ -33,7 +33,10 @@ app = typer.Typer()
 @app.command()
 def up(
     detach: bool = typer.Option(
-        False, "--detach", "-d", help="Return once the coordinator answers."
+        False,
+        "--detach",
+        "-d",
+        help="Return once the coordinator answers and the agents are ALIVE.",
     ),
     state_dir: Path | None = typer.Option(None, help="Where the stack keeps its files."),
     catalog: str | None = typer.Option(
@@ -64,6 +67,7 @@ def up(
         catalog_environment,
         read_stack,
         run_foreground,
+        wait_until_up,
     )
 
     directory = resolve_state_dir(state_dir)
@@ -87,6 +91,7 @@ def up(
             *(["--driver-memory", driver_memory] if driver_memory is not None else []),
         ]  # fmt: skip
         log = open(directory / "supervisor.log", "ab")  # noqa: SIM115
+        launched = time.time()
         process = subprocess.Popen(  # the catalog URL may hold a password: not in argv
             command,
             stdout=log,
@@ -95,22 +100,14 @@ def up(
             env={**os.environ, **catalog_environment(catalog_url)},
         )
         address = f"127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
         with console.status("starting Temporal, the coordinator and the agents"):
-            while time.monotonic() < deadline:
-                if process.poll() is not None:
-                    log_file = directory / "supervisor.log"
-                    console.print(f"[red]the stack failed to start; see {log_file}")
-                    raise typer.Exit(1)
-                if read_stack(directory) is not None and coordinator_status(address) is not None:
-                    ui = f"http://127.0.0.1:{ui_port}"
-                    console.print(
-                        f"stack up: Temporal {address}, UI {ui}, catalog {redact_url(catalog_url)}"
-                    )
-                    return
-                time.sleep(0.3)
-        console.print("[red]the coordinator did not answer within 120 s")
-        raise typer.Exit(1)
+            problem = wait_until_up(process, directory, address, agents, since=launched)
+        if problem is not None:
+            console.print(f"[red]{problem}")
+            raise typer.Exit(1)
+        ui = f"http://127.0.0.1:{ui_port}"
+        console.print(f"stack up: Temporal {address}, UI {ui}, catalog {redact_url(catalog_url)}")
+        return
     supervisor = Supervisor(
         directory,
         catalog_url,
@@ -191,4 +188,5 @@ def start_default_stack(directory: Path, file_roots: tuple[Path, ...] = ()) -> N
             coordinators=1,
             agents=1,
             file_root=list(file_roots),
+            driver_memory=None,  # called as a function: typer's OptionInfo default is no value
         )
