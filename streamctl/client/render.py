@@ -7,11 +7,15 @@ get the coordinator's answer unchanged.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from streamctl.workflows import answers
 
 COLUMNS: dict[str, tuple[str, ...]] = {
     "QUERIES": ("id", "current_state", "desired_state", "worker", "sink", "statement", "error"),
@@ -40,7 +44,10 @@ def _is_column(value: Any) -> bool:
 
 
 def rows_table(
-    title: str, rows: list[dict[str, Any]], columns: tuple[str, ...], whole: tuple[str, ...] = ()
+    title: str,
+    rows: Sequence[Mapping[str, Any]],
+    columns: tuple[str, ...],
+    whole: tuple[str, ...] = (),
 ) -> Table:
     """A table of ``rows``; long values are shortened, except in the ``whole`` columns (which
     wrap instead: a changelog's reason is the point of reading it)."""
@@ -57,7 +64,7 @@ def rows_table(
     return table
 
 
-def record_table(title: str, record: dict[str, Any]) -> Table:
+def record_table(title: str, record: Mapping[str, Any]) -> Table:
     """One row shown vertically: a field and its value per line."""
     table = Table(title=title, title_justify="left", show_header=False)
     table.add_column("field", style="bold")
@@ -72,7 +79,8 @@ def _shorten(text: str) -> str:
     return text if len(text) <= STATEMENT_WIDTH else text[: STATEMENT_WIDTH - 1] + "…"
 
 
-def query_line(query: dict[str, Any]) -> str:
+def query_line(query: Mapping[str, Any]) -> str:
+    """One line for a query answer (:class:`~streamctl.workflows.answers.Query`)."""
     where = f" on {query['worker']}" if query.get("worker") else ""
     line = f"query {query['id']} {query['current_state']}{where}"
     if query.get("error"):
@@ -80,7 +88,7 @@ def query_line(query: dict[str, Any]) -> str:
     return line
 
 
-def render_statement(console: Console, answer: dict[str, Any]) -> None:
+def render_statement(console: Console, answer: answers.StatementOutcome) -> None:
     """One statement's answer: a table for ``SHOW``, a line for everything else."""
     kind: str = answer["statement"]
     result = answer["result"]

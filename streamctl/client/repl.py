@@ -24,6 +24,7 @@ from rich.markup import escape
 from streamctl.client.client import CoordinatorClient
 from streamctl.client.frontend import with_spark_plans
 from streamctl.client.render import render_statement
+from streamctl.nes_types import NES_TYPE_NAMES
 from streamctl.workflows import messages as m
 
 KEYWORDS = (
@@ -31,8 +32,7 @@ KEYWORDS = (
     "SIZE", "ADVANCE BY", "UNION", "INNER JOIN", "ON", "AS", "AND", "OR", "NOT", "CREATE",
     "LOGICAL SOURCE", "PHYSICAL SOURCE FOR", "SINK", "WORKER", "TYPE", "SET", "SHOW", "QUERIES",
     "LOGICAL SOURCES", "PHYSICAL SOURCES", "SINKS", "WORKERS", "FORMAT", "JSON", "TEXT", "DROP",
-    "QUERY", "CASCADE", "EXPLAIN", "NOT NULL", "INT8", "INT16", "INT32", "INT64", "UINT8",
-    "UINT16", "UINT32", "UINT64", "FLOAT32", "FLOAT64", "BOOLEAN", "CHAR", "VARSIZED", "MS",
+    "QUERY", "CASCADE", "EXPLAIN", "NOT NULL", *NES_TYPE_NAMES, "MS",
     "SEC", "MINUTE", "HOUR", "File", "Generator", "Print", "Void", "Checksum", "Kafka", "TCP",
 )  # fmt: skip
 QUIT = {"quit", "exit", "\\q", "quit;", "exit;"}

@@ -6,6 +6,9 @@ import json
 
 import typer
 
+from streamctl.client.cli.common import (
+    JsonOption,
+)
 from streamctl.workflows.config import CoordinatorConfig
 
 bench_app = typer.Typer(help="Benchmarks that print their figures.", no_args_is_help=True)
@@ -13,7 +16,7 @@ bench_app = typer.Typer(help="Benchmarks that print their figures.", no_args_is_
 
 @bench_app.command("requests")
 def bench_requests(
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: JsonOption = False,
     catalog: str = typer.Option(
         "postgresql://postgres@127.0.0.1:5432/postgres", help="PostgreSQL server for the benchmark."
     ),
@@ -34,7 +37,7 @@ def bench_requests(
 
 @bench_app.command("events")
 def bench_events(
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: JsonOption = False,
     workers: int = typer.Option(1000, help="Simulated workers."),
     seconds: float = typer.Option(10.0, help="How long to send."),
     catalog: str | None = typer.Option(None, help="Catalog URL (default: a fresh SQLite file)."),
@@ -48,7 +51,7 @@ def bench_events(
 
 @bench_app.command("deploy")
 def bench_deploy(
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: JsonOption = False,
     rounds: int = typer.Option(10, min=1, help="Starts measured on each side."),
     master: str = typer.Option("local[2]", help="Spark master of both sides."),
 ) -> None:
@@ -61,7 +64,7 @@ def bench_deploy(
 
 @bench_app.command("adversarial")
 def bench_adversarial(
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: JsonOption = False,
     cases: int = typer.Option(1000, "--cases", min=1, help="Hostile messages per catalog."),
     seed: int = typer.Option(0, help="Seed of the case generator (the same seed, the same cases)."),
     catalog: list[str] = typer.Option(
@@ -84,7 +87,7 @@ def bench_adversarial(
 
 @bench_app.command("soak")
 def bench_soak(
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: JsonOption = False,
     queries: int = typer.Option(20, min=1, help="Concurrent queries across two agents."),
     seconds: float = typer.Option(300.0, help="How long to watch them."),
     interval: float = typer.Option(15.0, help="Seconds between samples."),
@@ -99,7 +102,7 @@ def bench_soak(
 
 @bench_app.command("chaos")
 def bench_chaos(
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: JsonOption = False,
     seconds: float = typer.Option(300.0, min=1, help="How long the load and the kills last."),
     seed: int = typer.Option(0, help="Seed of the kill schedule (the same seed, the same kills)."),
     queries: int = typer.Option(4, min=0, help="File queries on the agents."),

@@ -1,4 +1,5 @@
-"""What every command group of ``streamctl`` shares: the console, where the stack keeps its
+"""What every command group of ``streamctl`` shares: the console, the options most commands
+take (``--json``, ``--address``, ``--state-dir``, ``--workflow-id``), where the stack keeps its
 files, which Temporal address to talk to, and whether the coordinator answers there."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ import asyncio
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -18,6 +19,12 @@ from streamctl.workflows.config import COORDINATOR_WORKFLOW_ID
 from streamctl.workflows.wire import connect
 
 console = Console()
+
+JsonOption = Annotated[bool, typer.Option("--json")]
+AddressOption = Annotated[str | None, typer.Option(help="Temporal address.")]
+StateDirOption = Annotated[Path | None, typer.Option()]
+WorkflowIdOption = Annotated[str, typer.Option()]
+"""The options most commands take, declared once (default: ``COORDINATOR_WORKFLOW_ID``)."""
 
 
 def resolve_state_dir(state_dir: Path | None) -> Path:
@@ -73,3 +80,13 @@ def require_coordinator(address: str, workflow_id: str, as_json: bool) -> None:
                 f"[red]no coordinator answers at {address}[/] (start one with: streamctl up -d)"
             )
         raise typer.Exit(EXIT_UNREACHABLE)
+
+
+def reachable_coordinator(
+    address: str | None, state_dir: Path | None, workflow_id: str, as_json: bool
+) -> str:
+    """The Temporal address a command talks to (:func:`temporal_address`); exit as
+    :func:`require_coordinator` does unless the coordinator answers there."""
+    target = temporal_address(address, state_dir)
+    require_coordinator(target, workflow_id, as_json)
+    return target

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
-from streamctl.client.cli.common import console, resolve_state_dir, temporal_address
+from streamctl.client.cli.common import (
+    StateDirOption,
+    console,
+    resolve_state_dir,
+    temporal_address,
+)
 from streamctl.client.cli.stack import start_default_stack
 
 app = typer.Typer()
@@ -14,7 +17,7 @@ app = typer.Typer()
 
 @app.command()
 def demo(
-    state_dir: Path | None = typer.Option(None),
+    state_dir: StateDirOption = None,
     keep: bool = typer.Option(False, help="Leave the stack running afterwards."),
 ) -> None:
     """Start the stack if needed, run a windowed aggregation query and print its first rows."""

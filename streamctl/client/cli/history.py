@@ -4,14 +4,16 @@ messages it set aside."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import typer
 
 from streamctl.client.cli.common import (
+    AddressOption,
+    JsonOption,
+    StateDirOption,
+    WorkflowIdOption,
     console,
-    require_coordinator,
-    temporal_address,
+    reachable_coordinator,
 )
 from streamctl.client.frontend import EXIT_OK, ask
 from streamctl.workflows.config import COORDINATOR_WORKFLOW_ID
@@ -25,10 +27,10 @@ def history(
     entity: str | None = typer.Option(None, help="Only changes of this kind of entity."),
     key: str | None = typer.Option(None, help="Only changes of the entity with this key."),
     limit: int = typer.Option(50, min=1, help="The newest N changes."),
-    as_json: bool = typer.Option(False, "--json"),
-    address: str | None = typer.Option(None, help="Temporal address."),
-    state_dir: Path | None = typer.Option(None),
-    workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID),
+    as_json: JsonOption = False,
+    address: AddressOption = None,
+    state_dir: StateDirOption = None,
+    workflow_id: WorkflowIdOption = COORDINATOR_WORKFLOW_ID,
 ) -> None:
     """What changed in the deployment and why (the changelog), oldest of the newest first."""
     from streamctl.client.render import rows_table
@@ -36,8 +38,7 @@ def history(
 
     if query is not None:
         entity, key = "query", str(query)
-    target = temporal_address(address, state_dir)
-    require_coordinator(target, workflow_id, as_json)
+    target = reachable_coordinator(address, state_dir, workflow_id, as_json)
     code, changes = ask(
         target, workflow_id, m.ListChanges(entity=entity, key=key, limit=limit), as_json, console
     )
@@ -53,18 +54,17 @@ def history(
 @app.command()
 def quarantine(
     limit: int = typer.Option(50, min=1, max=1000, help="The newest N messages."),
-    as_json: bool = typer.Option(False, "--json"),
-    address: str | None = typer.Option(None, help="Temporal address."),
-    state_dir: Path | None = typer.Option(None),
-    workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID),
+    as_json: JsonOption = False,
+    address: AddressOption = None,
+    state_dir: StateDirOption = None,
+    workflow_id: WorkflowIdOption = COORDINATOR_WORKFLOW_ID,
 ) -> None:
     """Messages the coordinator set aside because applying them failed, with the reference
     their error answer and the coordinator's log carry."""
     from streamctl.client.render import rows_table
     from streamctl.workflows import messages as m
 
-    target = temporal_address(address, state_dir)
-    require_coordinator(target, workflow_id, as_json)
+    target = reachable_coordinator(address, state_dir, workflow_id, as_json)
     code, kept = ask(target, workflow_id, m.ListQuarantined(limit=limit), as_json, console)
     if code != EXIT_OK:
         raise typer.Exit(code)

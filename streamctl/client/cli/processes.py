@@ -13,6 +13,7 @@ import typer
 from streamctl import config
 from streamctl.client.cli.common import (
     DRIVER_MEMORY_HELP,
+    AddressOption,
     console,
     memory_size,
     temporal_address,
@@ -44,7 +45,7 @@ def metrics_address(port: int | None) -> MetricsAddress:
 
 @app.command()
 def coordinator(
-    address: str | None = typer.Option(None, help="Temporal address."),
+    address: AddressOption = None,
     catalog: str | None = typer.Option(None, help="Catalog URL."),
     start_workflow: bool = typer.Option(
         True, help="Start the coordinator workflow if it is not running."
@@ -86,7 +87,7 @@ def agent(
         help="Checkpoint root (shared storage, so another agent can resume a query); "
         "default <state dir>/checkpoints.",
     ),
-    address: str | None = typer.Option(None, help="Temporal address."),
+    address: AddressOption = None,
     workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID, help="Coordinator workflow id."),
     metrics_port: int | None = typer.Option(None, min=0, help=METRICS_PORT_HELP),
     driver_memory: str | None = typer.Option(
@@ -141,7 +142,7 @@ def agent(
 def gateway(
     host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
     port: int = typer.Option(8080, help="HTTP port."),
-    address: str | None = typer.Option(None, help="Temporal address."),
+    address: AddressOption = None,
     workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID, help="Coordinator workflow id."),
     token: str | None = typer.Option(
         None,

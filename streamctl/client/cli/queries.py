@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import typer
 
 from streamctl.client.cli.common import (
+    AddressOption,
+    JsonOption,
+    StateDirOption,
+    WorkflowIdOption,
     console,
-    require_coordinator,
-    temporal_address,
+    reachable_coordinator,
 )
 from streamctl.client.frontend import run_query_action
 from streamctl.workflows.config import COORDINATOR_WORKFLOW_ID
@@ -21,14 +23,13 @@ query_app = typer.Typer(help="Start, stop, drop or show one query by id.", no_ar
 def _query_command(action: str) -> Any:
     def command(
         query_id: int = typer.Argument(..., metavar="ID", help="The query's id."),
-        as_json: bool = typer.Option(False, "--json"),
-        address: str | None = typer.Option(None, help="Temporal address."),
-        state_dir: Path | None = typer.Option(None),
-        workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID),
+        as_json: JsonOption = False,
+        address: AddressOption = None,
+        state_dir: StateDirOption = None,
+        workflow_id: WorkflowIdOption = COORDINATOR_WORKFLOW_ID,
     ) -> None:
 
-        target = temporal_address(address, state_dir)
-        require_coordinator(target, workflow_id, as_json)
+        target = reachable_coordinator(address, state_dir, workflow_id, as_json)
         raise typer.Exit(run_query_action(target, workflow_id, action, query_id, as_json, console))
 
     command.__doc__ = {

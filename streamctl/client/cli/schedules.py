@@ -11,7 +11,13 @@ from typing import Any
 import typer
 
 from streamctl import config
-from streamctl.client.cli.common import console, temporal_address
+from streamctl.client.cli.common import (
+    AddressOption,
+    JsonOption,
+    StateDirOption,
+    console,
+    temporal_address,
+)
 from streamctl.client.frontend import (
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
@@ -53,9 +59,9 @@ def _schedule_call(
 @schedule_app.command("reoptimize")
 def schedule_reoptimize(
     every: str = typer.Option("5m", help="Interval: 30s, 5m, 1h30m ..."),
-    as_json: bool = typer.Option(False, "--json"),
-    address: str | None = typer.Option(None, help="Temporal address."),
-    state_dir: Path | None = typer.Option(None),
+    as_json: JsonOption = False,
+    address: AddressOption = None,
+    state_dir: StateDirOption = None,
     workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID, help="The coordinator to ask."),
     task_queue: str = typer.Option(COORDINATOR_TASK_QUEUE, help="The coordinator's task queue."),
     name: str = typer.Option("reoptimize", help="The schedule's id."),
@@ -87,8 +93,8 @@ def schedule_reoptimize(
 @schedule_app.command("trigger")
 def schedule_trigger(
     name: str = typer.Argument(..., help="The schedule, e.g. reoptimize."),
-    address: str | None = typer.Option(None, help="Temporal address."),
-    state_dir: Path | None = typer.Option(None),
+    address: AddressOption = None,
+    state_dir: StateDirOption = None,
 ) -> None:
     """Run a schedule's action once now."""
     from streamctl.client import schedules
@@ -102,8 +108,8 @@ def schedule_trigger(
 @schedule_app.command("delete")
 def schedule_delete(
     name: str = typer.Argument(..., help="The schedule, e.g. reoptimize."),
-    address: str | None = typer.Option(None, help="Temporal address."),
-    state_dir: Path | None = typer.Option(None),
+    address: AddressOption = None,
+    state_dir: StateDirOption = None,
 ) -> None:
     """Delete a schedule (runs already started finish)."""
     from streamctl.client import schedules

@@ -18,6 +18,10 @@ from rich.table import Table
 from streamctl import config
 from streamctl.client.cli.common import (
     DRIVER_MEMORY_HELP,
+    AddressOption,
+    JsonOption,
+    StateDirOption,
+    WorkflowIdOption,
     console,
     coordinator_status,
     memory_size,
@@ -127,7 +131,7 @@ def up(
 
 
 @app.command()
-def down(state_dir: Path | None = typer.Option(None)) -> None:
+def down(state_dir: StateDirOption = None) -> None:
     """Stop the embedded stack started by ``up``."""
     from streamctl.worker.supervisor import stop_stack
 
@@ -139,10 +143,10 @@ def down(state_dir: Path | None = typer.Option(None)) -> None:
 
 @app.command()
 def status(
-    as_json: bool = typer.Option(False, "--json"),
-    address: str | None = typer.Option(None, help="Temporal address."),
-    state_dir: Path | None = typer.Option(None),
-    workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID),
+    as_json: JsonOption = False,
+    address: AddressOption = None,
+    state_dir: StateDirOption = None,
+    workflow_id: WorkflowIdOption = COORDINATOR_WORKFLOW_ID,
 ) -> None:
     """Show the coordinator's snapshot version, pending messages and passes."""
     target = temporal_address(address, state_dir)

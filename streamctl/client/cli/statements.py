@@ -12,8 +12,13 @@ import typer
 from rich.console import Console
 
 from streamctl.client.cli.common import (
+    AddressOption,
+    JsonOption,
+    StateDirOption,
+    WorkflowIdOption,
     console,
     coordinator_status,
+    reachable_coordinator,
     require_coordinator,
     resolve_state_dir,
     temporal_address,
@@ -36,9 +41,9 @@ def sql(
     text: str | None = typer.Argument(None, help="Statements, separated by ';'."),
     file: str | None = typer.Option(None, "--file", "-f", help="Read statements from a file."),
     as_json: bool = typer.Option(False, "--json", help="The coordinator's answer as JSON."),
-    address: str | None = typer.Option(None, help="Temporal address."),
-    state_dir: Path | None = typer.Option(None),
-    workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID),
+    address: AddressOption = None,
+    state_dir: StateDirOption = None,
+    workflow_id: WorkflowIdOption = COORDINATOR_WORKFLOW_ID,
 ) -> None:
     """Run NebulaStream statements (CREATE, SELECT ... INTO, SHOW, DROP, EXPLAIN) in order."""
 
@@ -50,8 +55,7 @@ def sql(
     except OSError as error:
         Console(stderr=True).print(f"[red]cannot read {file}: {error.strerror}")
         raise typer.Exit(EXIT_USAGE) from None
-    target = temporal_address(address, state_dir)
-    require_coordinator(target, workflow_id, as_json)
+    target = reachable_coordinator(address, state_dir, workflow_id, as_json)
     raise typer.Exit(run_sql(target, workflow_id, statements, as_json, console))
 
 
@@ -62,8 +66,8 @@ def systest(
     groups: list[str] = typer.Option([], "--groups", help="Only files in these groups."),
     as_json: bool = typer.Option(False, "--json", help="Every query's outcome as JSON."),
     address: str | None = typer.Option(None, help="Temporal address (default: the stack)."),
-    state_dir: Path | None = typer.Option(None),
-    workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID),
+    state_dir: StateDirOption = None,
+    workflow_id: WorkflowIdOption = COORDINATOR_WORKFLOW_ID,
 ) -> None:
     """Run NebulaStream system tests through the coordinator on Spark; exit 1 if any failed."""
     from streamctl.client.systest_cli import run_systest_command
@@ -96,9 +100,9 @@ def systest(
 
 @app.command()
 def repl(
-    address: str | None = typer.Option(None, help="Temporal address."),
-    state_dir: Path | None = typer.Option(None),
-    workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID),
+    address: AddressOption = None,
+    state_dir: StateDirOption = None,
+    workflow_id: WorkflowIdOption = COORDINATOR_WORKFLOW_ID,
 ) -> None:
     """An interactive session: statements end with ';', history, Tab completion, tables."""
     from streamctl.client.client import CoordinatorClient
@@ -118,10 +122,10 @@ def repl(
 def apply(
     verb: str = typer.Argument("register", help="register, start, stop or unregister."),
     file: Path = typer.Option(..., "--file", "-f", help="The query.yaml file."),
-    as_json: bool = typer.Option(False, "--json"),
-    address: str | None = typer.Option(None, help="Temporal address."),
-    state_dir: Path | None = typer.Option(None),
-    workflow_id: str = typer.Option(COORDINATOR_WORKFLOW_ID),
+    as_json: JsonOption = False,
+    address: AddressOption = None,
+    state_dir: StateDirOption = None,
+    workflow_id: WorkflowIdOption = COORDINATOR_WORKFLOW_ID,
 ) -> None:
     """Register, start, stop or unregister the query of a YAML file with its sources and sinks."""
     from streamctl.client.apply import Applier, ApplyFileError, Verb, read_query_file
@@ -137,8 +141,7 @@ def apply(
     except ApplyFileError as error:
         print_refusal("INVALID_FILE", str(error), as_json)
         raise typer.Exit(EXIT_USAGE) from None
-    target = temporal_address(address, state_dir)
-    require_coordinator(target, workflow_id, as_json)
+    target = reachable_coordinator(address, state_dir, workflow_id, as_json)
     log = (lambda _line: None) if as_json else (lambda line: console.print(f"[green]✓[/] {line}"))
     with CoordinatorClient(target, workflow_id=workflow_id) as client:
         try:
