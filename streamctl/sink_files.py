@@ -1,6 +1,6 @@
 """Reading what FILE and CHECKSUM sinks committed, without Spark (a leaf: imports nothing from
-streamctl but :mod:`streamctl.nes_text` and, for the default sink directory,
-:mod:`streamctl.config`).
+streamctl but :mod:`streamctl.nes_text`, :mod:`streamctl.nes_types` and, for the default sink
+directory, :mod:`streamctl.config`).
 
 Protocol: the sink writers (:mod:`streamctl.spark.sinks`) write into the directories named
 here (:func:`file_sink_directory`, :func:`checksum_directory`); tests, the benchmarks and the
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 from streamctl.nes_text import Checksum, parse_value
+from streamctl.nes_types import STRING_TYPES
 
 __all__ = [
     "LATEST",
@@ -220,7 +221,7 @@ def split_sink_line(line: str, types: Sequence[str], delimiter: str, quoted: boo
     surplus = len(pieces) - len(types)
     if surplus == 0:
         return pieces
-    strings = [i for i, t in enumerate(types) if t in ("CHAR", "VARSIZED")]
+    strings = [i for i, t in enumerate(types) if t in STRING_TYPES]
     if surplus < 0 or len(strings) != 1:
         raise SinkFileError(
             f"cannot split the sink line {line!r} into {len(types)} fields; write strings "

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from streamctl.catalog.urls import libpq_url
 from streamctl.nes_text import Checksum, format_float, line_byte_sum, plain_value
-from streamctl.nes_types import FLOAT_TYPES
+from streamctl.nes_types import FLOAT_TYPES, STRING_TYPES
 from streamctl.sink_files import (
     LATEST,
     SNAPSHOTS,
@@ -231,7 +231,7 @@ def nes_csv_line(spec: SinkSpec, *, delimiter: str = ",", quote_strings: bool = 
             text = float_text(value)
         elif nes_type == "BOOLEAN":
             text = F.when(value, F.lit("true")).when(~value, F.lit("false"))
-        elif nes_type in ("CHAR", "VARSIZED") and quote_strings:
+        elif nes_type in STRING_TYPES and quote_strings:
             text = F.concat(F.lit('"'), value, F.lit('"'))
         else:
             text = value.cast("string")
