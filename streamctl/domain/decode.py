@@ -25,7 +25,7 @@ from streamctl.limits import (
 )
 from streamctl.workflows import messages as m
 
-__all__ = ["MAX_REQUEST_BYTES", "DecodeError", "body_size", "decode", "prepare"]
+__all__ = ["DecodeError", "body_size", "decode", "prepare"]
 
 NARROW_INTEGER_FIELDS = frozenset({"capacity", "load", "count"})
 """Fields stored in 32-bit columns (a worker's capacity and load) or added into them."""
