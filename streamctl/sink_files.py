@@ -28,6 +28,7 @@ import json
 import re
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -59,6 +60,21 @@ LATEST: Final = "LATEST"
 class SinkFileError(RuntimeError):
     """A sink's output that cannot be read as asked (not a local file, not text, a line that
     does not split into the sink's columns); the message says why."""
+
+
+@dataclass(frozen=True)
+class AnsweredSink:
+    """A sink as the coordinator answers it (``CreateSink``, ``GetSink``, ``CREATE SINK``):
+    what a frontend hands the readers."""
+
+    name: str
+    type: str
+    config: Mapping[str, Any]
+    schema: Sequence[Mapping[str, Any]]
+
+    @classmethod
+    def of(cls, answer: Mapping[str, Any]) -> AnsweredSink:
+        return cls(answer["name"], answer["type"], answer["config"], answer["schema"])
 
 
 class FileSink(Protocol):

@@ -39,7 +39,7 @@ from __future__ import annotations
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,7 @@ from streamctl import config
 from streamctl.client.client import CoordinatorClient
 from streamctl.client.errors import ClientError, CoordinatorError, NotFound
 from streamctl.client.render import query_line, render_statement
-from streamctl.sink_files import SinkFileError, read_file_sink_rows
+from streamctl.sink_files import AnsweredSink, SinkFileError, read_file_sink_rows
 from streamctl.worker.supervisor import read_stack
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import query_name
@@ -118,23 +118,13 @@ class DemoFailed(Exception):
     """A step of the demo did not happen; the message says which."""
 
 
-@dataclass(frozen=True)
-class _Sink:
-    """A sink as the coordinator answers it (:class:`streamctl.sink_files.FileSink`)."""
-
-    name: str
-    type: str
-    config: Mapping[str, Any]
-    schema: Sequence[Mapping[str, Any]]
-
-
 @dataclass
 class _Created:
     """What this run created (names as the coordinator answered them: upper case), for the
     clean-up."""
 
     source: str | None = None
-    sink: _Sink | None = None
+    sink: AnsweredSink | None = None
     query_id: int | None = None
 
 
@@ -224,7 +214,7 @@ def create_query(
         if kind == "CREATE LOGICAL SOURCE":
             created.source = str(result["name"])
         elif kind == "CREATE SINK":
-            created.sink = _Sink(result["name"], result["type"], result["config"], result["schema"])
+            created.sink = AnsweredSink.of(result)
         elif kind == "SELECT":
             query_id = created.query_id = int(result["id"])
     assert query_id is not None
@@ -249,7 +239,7 @@ def wait_running(client: CoordinatorClient, console: Console, query_id: int) -> 
 
 
 def show_rows(
-    client: CoordinatorClient, console: Console, sink: _Sink, query_id: int
+    client: CoordinatorClient, console: Console, sink: AnsweredSink, query_id: int
 ) -> list[tuple[Any, ...]]:
     """Print the rows ``query_id`` committed to ``sink`` as they come, ordered by window and
     sensor, until :data:`WINDOWS_SHOWN` windows were shown; the rows shown."""

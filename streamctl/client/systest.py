@@ -63,7 +63,13 @@ from streamctl.client.client import CoordinatorClient
 from streamctl.client.systest_compare import Row, compare_rows, split_expected_row
 from streamctl.client.systest_files import Query, Statement, SystestFile, read_systest
 from streamctl.error_codes import NES_ERROR_NUMBERS, NOT_SUPPORTED
-from streamctl.sink_files import SinkFileError, read_checksum, read_file_sink_lines, split_sink_line
+from streamctl.sink_files import (
+    AnsweredSink,
+    SinkFileError,
+    read_checksum,
+    read_file_sink_lines,
+    split_sink_line,
+)
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import query_name
 
@@ -191,21 +197,13 @@ def _suite_root(path: Path) -> Path:
 
 
 @dataclass
-class _Sink:
-    name: str
-    type: str
-    config: dict[str, Any]
-    schema: list[dict[str, Any]]
-
-
-@dataclass
 class _FileRun:
     """What one file's statements created, for reading results and cleaning up."""
 
     systest: SystestFile
     work_dir: Path
     testdata: Path
-    sinks: dict[str, _Sink] = field(default_factory=dict)
+    sinks: dict[str, AnsweredSink] = field(default_factory=dict)
     logical_sources: list[str] = field(default_factory=list)
     unbounded_sources: set[str] = field(default_factory=set)  # logical sources, casefolded
     servers: list[asyncio.Server] = field(default_factory=list)
@@ -340,9 +338,7 @@ class SystestRunner:
             elif answer["statement"] == "CREATE PHYSICAL SOURCE" and result["type"] == "TCP":
                 run.unbounded_sources.add(str(result["logical_source"]).casefold())
             elif answer["statement"] == "CREATE SINK":
-                run.sinks[result["name"].casefold()] = _Sink(
-                    result["name"], result["type"], result["config"], result["schema"]
-                )
+                run.sinks[result["name"].casefold()] = AnsweredSink.of(result)
 
     def _attachment(self, run: _FileRun, block: Statement) -> Path | None:
         """The file holding a physical source's ``ATTACH`` data; :class:`_Unprovided` when
@@ -461,16 +457,16 @@ class SystestRunner:
         finally:
             await self.client.ask_response(m.DropQuery(query_id))
 
-    async def _sink(self, name: str) -> _Sink | None:
+    async def _sink(self, name: str) -> AnsweredSink | None:
         """A sink the file did not create (one defined inline in the query)."""
         response = await self.client.ask_response(m.GetSink(name))
         if not response.ok:
             return None
         found = response.result
-        return _Sink(found["name"], found["type"], found["config"], found["schema"])
+        return AnsweredSink.of(found)
 
     async def _rows_so_far(
-        self, sink: _Sink, query_id: int, expected_rows: int | None
+        self, sink: AnsweredSink, query_id: int, expected_rows: int | None
     ) -> tuple[list[Row], list[str]]:
         """The rows of a query over an unbounded source, once it wrote ``expected_rows`` (or,
         without a count, once its sink stopped growing)."""
@@ -575,7 +571,7 @@ def with_option(statement: str, option: str) -> str:
     return f"{text[: found.end()]}{option}, {text[found.end() :]}"
 
 
-def _read_sink(sink: _Sink, query_id: int) -> tuple[list[Row], list[str]]:
+def _read_sink(sink: AnsweredSink, query_id: int) -> tuple[list[Row], list[str]]:
     types = [str(column["type"]) for column in sink.schema]
     config = sink.config  # canonical: as the coordinator stored (and answers) it
     name = query_name(query_id)
