@@ -16,6 +16,17 @@ Semantics it guarantees (NebulaStream's, where Spark's differ):
 * **Float arithmetic is IEEE**: FLOAT32 operations are computed in double and rounded to
   single precision, which gives the single-precision result exactly; division by zero gives
   an infinity or NaN instead of Spark's NULL.
+* **NULL follows ``nes-docs/null_handling.md``.** Scalar rules coincide with Spark's SQL
+  three-valued logic: arithmetic, ``CONCAT`` and comparisons with a NULL operand are NULL
+  (``NULL == NULL`` too); ``FALSE AND NULL`` is FALSE, ``TRUE OR NULL`` TRUE, other mixes NULL;
+  ``ISNULL(x)`` is never NULL; a NULL predicate (WHERE, HAVING, join condition) drops the row;
+  GROUP BY puts all NULL keys into one group. Aggregates differ from SQL and are translated
+  explicitly (:func:`_aggregate`): ``SUM``, ``AVG``, ``MIN``, ``MAX`` and ``MEDIAN`` are NULL
+  when *any* input row of the window and group is NULL (SQL skips NULLs), so an all-NULL window
+  gives NULL too; ``COUNT(x)`` skips NULLs (0 over an all-NULL window) and ``COUNT(*)`` counts
+  rows, both NOT NULL UINT64. Windows without rows are not emitted. An aggregate's argument
+  may be any expression (``SUM(a * b)``: NULL wherever an operand is); expressions around
+  aggregates are projections over the window's output.
 * To get wrapping instead of errors, the plan's operators are built with
   ``spark.sql.ansi.enabled`` set to ``false`` (see :data:`SPARK_CONF`); Spark fixes an
   expression's overflow behaviour when the DataFrame is analysed, so the session's setting is
@@ -322,22 +333,30 @@ def _window_bound(window_name: str, bound: str) -> Column:
 
 
 def _aggregate(aggregate: plan.Aggregate) -> Column:
+    """One aggregate over a group's rows, with NebulaStream's NULL rules (module docstring):
+    ``COUNT(x)`` skips NULLs (Spark's too); every other aggregate is NULL as soon as one of its
+    inputs is NULL, where Spark's would skip them."""
     if aggregate.argument is None:
         return F.count(F.lit(1))
     argument = expression(aggregate.argument)
     function = aggregate.function
     if function == "count":
         return F.count(argument)
+    value: Column
     if function == "min":
-        return F.min(argument)
-    if function == "max":
-        return F.max(argument)
-    if function == "sum":
-        return F.sum(argument)
-    as_double = argument.cast(T.DoubleType())
-    if function == "avg":
-        return F.avg(as_double)
-    return F.median(as_double)
+        value = F.min(argument)
+    elif function == "max":
+        value = F.max(argument)
+    elif function == "sum":
+        value = F.sum(argument)
+    elif function == "avg":
+        value = F.avg(argument.cast(T.DoubleType()))
+    else:
+        value = F.median(argument.cast(T.DoubleType()))
+    # Checked whatever the argument's declared nullability: a NOT NULL input has no NULLs, and
+    # the check costs one more count per group.
+    no_null_input = F.count(F.lit(1)) == F.count(argument)
+    return F.when(no_null_input, value)
 
 
 # ---- expressions -----------------------------------------------------------------------------
