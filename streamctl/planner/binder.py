@@ -332,12 +332,6 @@ class _Binder(_ExpressionBinder):
         spec = select.window
         assert spec is not None
         window = _window(spec, select.watermark)
-        if not aggregate_calls:
-            raise _error(
-                INVALID_STATEMENT,
-                "a WINDOW clause needs at least one aggregate function in the select list",
-                spec,
-            )
         scope = _Scope(source.columns, _describe(source))
         time_column = self.time_column(spec, select.watermark, scope)
         names = _Names()
@@ -390,7 +384,21 @@ class _Binder(_ExpressionBinder):
             aggregate_hint="after a window, only GROUP BY keys, START, END and aggregates are "
             "available",
         )
-        projected = self.projection(select.items, windowed, output_scope)
+        try:
+            projected = self.projection(select.items, windowed, output_scope)
+        except PlannerError as error:
+            if aggregate_calls or error.code != UNKNOWN_COLUMN:
+                raise
+            # NebulaStream allows a WINDOW without aggregate functions: it groups the rows by
+            # window and key and outputs START, END and the keys only.
+            raise PlannerError(
+                INVALID_STATEMENT,
+                error.message.split(": ", 1)[-1] + "; a WINDOW without aggregate functions "
+                "outputs one row per window and GROUP BY key: group by the column, or use at "
+                "least one aggregate function over it",
+                error.line,
+                error.column,
+            ) from None
         if select.having is not None:
             predicate = self.condition(
                 select.having, _Scope(projected.columns, "the select list"), "HAVING"

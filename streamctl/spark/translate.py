@@ -26,7 +26,8 @@ Semantics it guarantees (NebulaStream's, where Spark's differ):
   gives NULL too; ``COUNT(x)`` skips NULLs (0 over an all-NULL window) and ``COUNT(*)`` counts
   rows, both NOT NULL UINT64. Windows without rows are not emitted. An aggregate's argument
   may be any expression (``SUM(a * b)``: NULL wherever an operand is); expressions around
-  aggregates are projections over the window's output.
+  aggregates are projections over the window's output. A window aggregation without aggregate
+  functions emits one row per non-empty window and key.
 * To get wrapping instead of errors, the plan's operators are built with
   ``spark.sql.ansi.enabled`` set to ``false`` (see :data:`SPARK_CONF`); Spark fixes an
   expression's overflow behaviour when the DataFrame is analysed, so the session's setting is
@@ -91,6 +92,7 @@ MARKER_EVENT_TIME_MS: Final = 3_000_000_000_000_000
 _MARKER: Final = "nes#marker"
 _EVENT_TIME: Final = "nes#event_time"
 _WINDOW: Final = "nes#window"
+_ROW_COUNT: Final = "nes#rows"
 _TWO_TO_64: Final = Decimal(2**64)
 _TWO_TO_63: Final = Decimal(2**63)
 _MILLIS_PER_DAY: Final = 86_400_000
@@ -301,7 +303,9 @@ class _Translator:
         grouped = frame.groupBy(
             _col(window_name), *(expression(key.expr).alias(key.name) for key in operator.keys)
         )
-        aggregated = grouped.agg(*(_aggregate(a).alias(a.name) for a in operator.aggregates))
+        columns = [_aggregate(a).alias(a.name) for a in operator.aggregates]
+        # Spark needs one aggregate at least: a window without any counts its rows (unused).
+        aggregated = grouped.agg(*(columns or [F.count(F.lit(1)).alias(_ROW_COUNT)]))
         return aggregated.select(
             _window_bound(window_name, "start").alias(operator.start_field),
             _window_bound(window_name, "end").alias(operator.end_field),
