@@ -27,6 +27,28 @@ an unnamed aggregate is ``<argument>_<FUNCTION>`` (``STREAM$VALUE_SUM``); window
 ``<qualifier>$START``/``$END`` (UINT64 milliseconds); a join's bounds are qualified by both
 inputs' qualifiers (``ST$START``).
 
+Windows and grouping (nes-docs query_api.md "Stateful/Windowed Operators",
+watermarking_progress_window_triggering.md, null_handling.md; NebulaStream's grammar
+``windowedAggregationClause``/``groupByClause``):
+
+* ``WINDOW TUMBLING(ts, SIZE n unit)`` and ``WINDOW SLIDING(ts, SIZE n unit, ADVANCE BY n
+  unit)`` over an event-time column of milliseconds (units MS, SEC, MINUTE(S), HOUR(S),
+  DAY(S)); a window covers ``[start, start + size)`` and windows start at multiples of the
+  advance from 0 (tumbling: advance = size). A row at ``t`` belongs to every window with
+  ``start <= t < start + size``: one for tumbling windows, several when the advance is
+  smaller than the size, none when it is larger and ``t`` lies in a gap between windows
+  (advance > size is accepted). A row without an event time belongs to no window. A window
+  is emitted once, when the watermark passes its end, and only if a row fell into it;
+  ``start``/``end`` are UINT64 columns of the output.
+* ``GROUP BY`` comes before or after the ``WINDOW`` clause, ``WATERMARK(...)`` after both.
+  NebulaStream groups by the fields the clause names: ``GROUP BY a, b``, the row constructor
+  ``GROUP BY (a, b)``, parenthesised or nested lists and mixes (``GROUP BY (a, b), c``) name
+  the keys in the order written; a key named twice is one key. Keys are columns of the
+  window's input (an alias of the select list is not, an alias made in a subquery is); a key
+  that is an expression is refused (``NOT_SUPPORTED``, NebulaStream's parser refuses
+  arithmetic there too): compute it in a subquery. NULL keys form their own group. Count
+  windows (``TUMBLING(n)``) and ingestion-time windows are refused.
+
 Typing follows NebulaStream's C++ rules (:mod:`.types`). The binder is the query visitor
 (:class:`_Binder`, selects, unions, windows, joins, sources); it binds expressions with
 :mod:`.expressions`, checks sinks with :mod:`.sink_checks` and reads the catalog through
@@ -343,10 +365,20 @@ class _Binder(_ExpressionBinder):
             _Column(ir.Field(end_name, "UINT64", False), qualifier, "END"),
         ]
         keys: list[ir.NamedExpr] = []
+        grouped: set[str] = set()
         for key_node in select.group_by:
             if not isinstance(key_node, ast.ColumnRef):
-                raise _error(NOT_SUPPORTED, "GROUP BY supports columns only", key_node)
+                raise _error(
+                    NOT_SUPPORTED,
+                    "GROUP BY takes columns only (NebulaStream groups by the fields it names); "
+                    "compute the key in a subquery, FROM (SELECT ..., expression AS k FROM ...), "
+                    "and group by k",
+                    key_node,
+                )
             key_column = self.resolve(key_node, scope)
+            if key_column.field.name in grouped:
+                continue  # naming a key twice groups the same rows: one key column
+            grouped.add(key_column.field.name)
             internal = names.allocate(key_column.nes_name)
             keys.append(ir.NamedExpr(internal, _column_expr(key_column)))
             out_columns.append(
@@ -664,13 +696,7 @@ def _window(spec: ast.WindowSpec, watermark: ast.Watermark | None) -> ir.Window:
     slide = spec.advance.millis if spec.advance is not None else size
     if size <= 0 or slide <= 0:
         raise _error(INVALID_STATEMENT, "window size and slide must be positive", spec)
-    if slide > size:
-        raise _error(
-            NOT_SUPPORTED,
-            f"a sliding window that advances ({slide} ms) by more than its size ({size} ms) is not "
-            "supported",
-            spec,
-        )
+    # slide > size is allowed: windows with gaps between them (rows in a gap join no window).
     lateness = 0 if watermark is None else watermark.delay.millis
     kind: ir.WindowKind = "tumbling" if slide == size else "sliding"
     return ir.Window(kind, size, slide, lateness)

@@ -484,7 +484,14 @@ class _AstBuilder(Transformer[Token, Any]):
         return _WindowPart(group_by or (), window, watermark)
 
     def group_by(self, meta: Meta, c: list[Any]) -> tuple[ast.Expression, ...]:
-        return tuple(c[2:])
+        return self.group_key_list(meta, c[2:])
+
+    def group_key_list(self, meta: Meta, c: list[Any]) -> tuple[ast.Expression, ...]:
+        # `(a, b)` names its keys like `a, b`: flatten (inner lists are already tuples).
+        keys: list[ast.Expression] = []
+        for key in c:
+            keys.extend(key if isinstance(key, tuple) else (key,))
+        return tuple(keys)
 
     def window_clause(self, meta: Meta, c: list[Any]) -> ast.WindowSpec:
         return cast(ast.WindowSpec, c[1])

@@ -36,8 +36,13 @@ Semantics it guarantees (NebulaStream's, where Spark's differ):
   when the query starts: start it inside :func:`spark_conf`.
 * **Windows** use the event-time column (milliseconds) through ``timestamp_millis``; start
   and end are UINT64 milliseconds; windows start at multiples of the slide from time 0
-  (NebulaStream creates no windows before 0); each window is emitted once, when the
-  watermark (``allowed_lateness_ms`` behind the latest event) passes its end (append mode).
+  (NebulaStream creates no windows before 0) and cover ``[start, start + size)``; rows
+  without an event time join no window; each window is emitted once, when the watermark
+  (``allowed_lateness_ms`` behind the latest event) passes its end (append mode).
+  A sliding window whose slide exceeds its size (gaps, which Spark's ``window()`` refuses) is
+  assigned as a tumbling window of the slide's length minus the rows in its gap; it is
+  emitted once the watermark passes the slide's end instead of the window's end (later on
+  an unbounded stream, the same rows; bounded input flushes every window at its end).
 * **Bounded input** (``bounded=True``): every window is emitted when the input ends. Each
   window operator's input is unioned with a one-row *end-of-input marker* stream (a file
   stream over a per-query directory under ``work_dir``) whose event time is
@@ -273,10 +278,23 @@ class _Translator:
             frame = frame.filter(_col(event_time) < marker_time).drop(_MARKER)
         window_name = _WINDOW + suffix
         size = f"{window.size_ms} milliseconds"
+        slide = f"{window.slide_ms} milliseconds"
+        # A row without an event time belongs to no window (filters on the event-time column
+        # stay above the watermark).
+        frame = frame.filter(_col(event_time).isNotNull())
         if window.kind == "tumbling":
             assigned = F.window(_col(event_time), size)
+        elif window.slide_ms > window.size_ms:
+            # Gaps between windows: Spark's window() refuses a slide longer than the size, but
+            # then a row falls into at most one window, the one starting at the last multiple
+            # of the slide. Assign that (a tumbling window as long as the slide) and drop the
+            # rows in the gap, which lie size or more after its start; _window_bound gives the
+            # true end (start + size).
+            assigned = F.window(_col(event_time), slide)
+            in_window = F.pmod(F.unix_millis(_col(event_time)), F.lit(window.slide_ms))
+            frame = frame.filter(in_window < F.lit(window.size_ms))
         else:
-            assigned = F.window(_col(event_time), size, f"{window.slide_ms} milliseconds")
+            assigned = F.window(_col(event_time), size, slide)
         frame = frame.select(*(_col(f.name) for f in operator.fields), assigned.alias(window_name))
         if window.kind == "sliding":
             frame = frame.filter(
@@ -307,8 +325,8 @@ class _Translator:
         # Spark needs one aggregate at least: a window without any counts its rows (unused).
         aggregated = grouped.agg(*(columns or [F.count(F.lit(1)).alias(_ROW_COUNT)]))
         return aggregated.select(
-            _window_bound(window_name, "start").alias(operator.start_field),
-            _window_bound(window_name, "end").alias(operator.end_field),
+            _window_bound(window_name, "start", operator.window).alias(operator.start_field),
+            _window_bound(window_name, "end", operator.window).alias(operator.end_field),
             *(_col(key.name) for key in operator.keys),
             *(_wrap_value(_col(a.name), a.type).alias(a.name) for a in operator.aggregates),
         )
@@ -325,15 +343,19 @@ class _Translator:
             condition = condition & expression(operator.condition)
         joined = left.join(right, condition, "inner")
         return joined.select(
-            _window_bound(left_window, "start").alias(operator.start_field),
-            _window_bound(left_window, "end").alias(operator.end_field),
+            _window_bound(left_window, "start", operator.window).alias(operator.start_field),
+            _window_bound(left_window, "end", operator.window).alias(operator.end_field),
             *(_col(f.name) for f in operator.left.fields),
             *(_col(f.name) for f in operator.right.fields),
         )
 
 
-def _window_bound(window_name: str, bound: str) -> Column:
-    return F.unix_millis(F.col(f"{_quote(window_name)}.{bound}")).cast(spark_type("UINT64"))
+def _window_bound(window_name: str, bound: str, window: plan.Window) -> Column:
+    """A window's start or end in UINT64 milliseconds; the end is always start + size (the
+    assigned struct of a gapped sliding window ends a slide after its start)."""
+    start = F.unix_millis(F.col(f"{_quote(window_name)}.start"))
+    value = start if bound == "start" else start + F.lit(window.size_ms)
+    return value.cast(spark_type("UINT64"))
 
 
 def _aggregate(aggregate: plan.Aggregate) -> Column:
