@@ -49,6 +49,15 @@ watermarking_progress_window_triggering.md, null_handling.md; NebulaStream's gra
   arithmetic there too): compute it in a subquery. NULL keys form their own group. Count
   windows (``TUMBLING(n)``) and ingestion-time windows are refused.
 
+Aggregates (query_api.md "Aggregation", null_handling.md "Aggregation Functions"): COUNT,
+SUM, MIN, MAX, AVG and MEDIAN in a windowed query's select list. An aggregate's argument is any
+expression over the window's input (``SUM(a * b)``); expressions around aggregates
+(``SUM(a) / COUNT(a)``, ``MAX(x) - MIN(x)``) and over START, END and the keys are a projection
+of the window's output. A WINDOW without aggregate functions outputs START, END and the GROUP
+BY keys: one row per non-empty window and key. Aggregates nested in aggregates, in WHERE or in
+HAVING are refused (HAVING names the select list's columns). What aggregates give over NULLs
+is :mod:`streamctl.spark.translate`'s docstring; their nullability is :mod:`.types`'.
+
 Typing follows NebulaStream's C++ rules (:mod:`.types`). The binder is the query visitor
 (:class:`_Binder`, selects, unions, windows, joins, sources); it binds expressions with
 :mod:`.expressions`, checks sinks with :mod:`.sink_checks` and reads the catalog through

@@ -11,7 +11,12 @@ Typing follows NebulaStream, whose operators compute on C++ machine types:
 * ``ABS``, ``CEIL``, ``FLOOR``, ``ROUND`` keep their argument's type; ``SQRT``, ``EXP``,
   ``POW`` give ``FLOAT64``;
 * aggregates: ``COUNT`` is ``UINT64``; ``SUM``, ``MIN``, ``MAX`` keep the argument's type;
-  ``AVG`` and ``MEDIAN`` are ``FLOAT64``;
+  ``AVG`` and ``MEDIAN`` are ``FLOAT64``. Nullability (``nes-docs/null_handling.md``,
+  "Summary"): ``COUNT(x)`` and ``COUNT(*)`` are always NOT NULL (NULLs are skipped);
+  ``SUM``, ``AVG``, ``MIN``, ``MAX``, ``MEDIAN`` are nullable exactly when their argument is
+  (one NULL input row makes the result NULL); an expression is nullable when an operand is,
+  except ``ISNULL`` and ``<=>``; GROUP BY keys keep theirs; window ``START``/``END`` are NOT
+  NULL;
 * constants are typed with a type constructor (``UINT64(1)``, ``FLOAT64(3.14)``,
   ``VARSIZED("x")``, ``BOOLEAN(TRUE)``); as an extension, a bare integer constant is
   ``INT32`` (``INT64``/``UINT64`` if it needs to be), a bare decimal ``FLOAT64``, a bare string
