@@ -1,0 +1,163 @@
+"""Run a plan on DuckDB over given rows: :func:`run_reference`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+import duckdb
+import pyarrow as pa  # type: ignore[import-untyped]
+
+from streamctl.nes_types import FLOAT_TYPES, INTEGER_TYPES, STRING_TYPES, integer_range
+from streamctl.planner import plan
+from streamctl.reference import nes_semantics as nes
+from streamctl.reference.errors import NesQueryFailure, ReferenceUnsupported
+from streamctl.reference.sql import SqlProgram, column_name, source_key, translate
+
+__all__ = ["run_reference", "to_sql"]
+
+_ARROW_TYPES: Final[dict[str, Any]] = {
+    "INT8": pa.int8(),
+    "INT16": pa.int16(),
+    "INT32": pa.int32(),
+    "INT64": pa.int64(),
+    "UINT8": pa.uint8(),
+    "UINT16": pa.uint16(),
+    "UINT32": pa.uint32(),
+    "UINT64": pa.uint64(),
+    "FLOAT32": pa.float32(),
+    "FLOAT64": pa.float64(),
+    "BOOLEAN": pa.bool_(),
+    "CHAR": pa.string(),
+    "VARSIZED": pa.string(),
+}
+
+
+def _leaves(root: plan.Operator) -> dict[str, plan.Scan | plan.InlineScan]:
+    leaves: dict[str, plan.Scan | plan.InlineScan] = {}
+    for operator in plan.walk(root):
+        if isinstance(operator, plan.Scan | plan.InlineScan):
+            key = source_key(operator)
+            known = leaves.get(key)
+            if known is not None and known.fields != operator.fields:
+                raise ReferenceUnsupported(f"source {key!r} is read with two different schemas")
+            leaves[key] = operator
+    return leaves
+
+
+def to_sql(query_plan: plan.QueryPlan) -> SqlProgram:
+    """The SQL :func:`run_reference` runs for ``query_plan`` (source ``i`` is table ``src_i``,
+    in the order of the plan's leaves)."""
+    leaves = _leaves(query_plan.root)
+    return translate(query_plan, {key: f"src_{i}" for i, key in enumerate(leaves)})
+
+
+def run_reference(
+    query_plan: plan.QueryPlan, rows_by_source: Mapping[str, Iterable[Sequence[Any]]]
+) -> list[tuple[Any, ...]]:
+    """The rows NebulaStream writes for ``query_plan`` over bounded input.
+
+    ``rows_by_source`` gives each leaf's rows: a logical source under its name (as the plan's
+    ``Scan.source`` spells it; a case-insensitive match is accepted), an inline source under
+    its id (``inline:0``). A row holds plain Python values (``int``, ``float``, ``bool``,
+    ``str``, ``None``) in the order of the source's columns. Rows come back the same way, in
+    the order of ``query_plan.output``, sorted (compare them as multisets).
+
+    Raises :class:`ReferenceUnsupported` where the reference cannot tell NES's answer,
+    :class:`NesQueryFailure` where NES documents that the query fails, and ``ValueError`` for
+    rows that do not fit their schema (a NULL in a ``NOT NULL`` column, a value out of its
+    type's range)."""
+    leaves = _leaves(query_plan.root)
+    tables = {key: f"src_{i}" for i, key in enumerate(leaves)}
+    program = translate(query_plan, tables)
+    connection = duckdb.connect(":memory:")
+    try:
+        for key, leaf in leaves.items():
+            rows = _rows_for(key, leaf, rows_by_source)
+            arrow = _arrow_table(key, leaf.fields, rows)
+            connection.register(f"{tables[key]}_arrow", arrow)
+            connection.execute(
+                f'CREATE TEMP TABLE "{tables[key]}" AS SELECT * FROM "{tables[key]}_arrow"'
+            )
+            connection.unregister(f"{tables[key]}_arrow")
+        try:
+            for statement in program.statements:
+                connection.execute(statement)
+            ordering = ", ".join(f'"{column_name(i)}"' for i in range(len(program.fields)))
+            result = connection.execute(f"{program.query} ORDER BY {ordering}").fetchall()
+        except duckdb.Error as error:
+            raise _translate_error(error) from None
+    finally:
+        connection.close()
+    return [tuple(row) for row in result]
+
+
+def _translate_error(error: duckdb.Error) -> Exception:
+    message = str(error)
+    for marker, kind in (
+        (nes.UNSUPPORTED_MARKER, ReferenceUnsupported),
+        (nes.FAILURE_MARKER, NesQueryFailure),
+    ):
+        at = message.find(marker)
+        if at >= 0:
+            reason = message[at + len(marker) :].splitlines()[0].strip()
+            return kind(reason)
+    return error
+
+
+def _rows_for(
+    key: str,
+    leaf: plan.Scan | plan.InlineScan,
+    rows_by_source: Mapping[str, Iterable[Sequence[Any]]],
+) -> list[Sequence[Any]]:
+    if key in rows_by_source:
+        return list(rows_by_source[key])
+    matches = [name for name in rows_by_source if name.casefold() == key.casefold()]
+    if len(matches) == 1:
+        return list(rows_by_source[matches[0]])
+    raise ValueError(f"no rows given for source {key!r} (given: {sorted(rows_by_source)})")
+
+
+def _arrow_table(key: str, fields: Sequence[plan.Field], rows: list[Sequence[Any]]) -> Any:
+    width = len(fields)
+    columns: list[list[Any]] = [[] for _ in fields]
+    for number, row in enumerate(rows):
+        if len(row) != width:
+            raise ValueError(f"source {key!r} row {number}: {len(row)} values, expected {width}")
+        for values, value in zip(columns, row, strict=True):
+            values.append(value)
+    arrays = []
+    for f, values in zip(fields, columns, strict=True):
+        _check_values(key, f, values)
+        arrays.append(pa.array(values, type=_ARROW_TYPES[f.type]))
+    names = [column_name(i) for i in range(width)]
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def _check_values(key: str, f: plan.Field, values: list[Any]) -> None:
+    where = f"source {key!r} column {f.name} ({f.type})"
+    low, high = integer_range(f.type) if f.type in INTEGER_TYPES else (0, 0)
+    for value in values:
+        if value is None:
+            if not f.nullable:
+                raise ValueError(f"{where} is NOT NULL, got NULL")
+            continue
+        if f.type in INTEGER_TYPES:
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ValueError(f"{where}: {value!r} is not a {f.type}")
+        elif f.type in FLOAT_TYPES:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{where}: {value!r} is not a number")
+            if f.type == "FLOAT32" and math.isfinite(value) and abs(value) > 3.4028234663852886e38:
+                raise ValueError(f"{where}: {value!r} is out of FLOAT32's range")
+        elif f.type == "BOOLEAN":
+            if not isinstance(value, bool):
+                raise ValueError(f"{where}: {value!r} is not a boolean")
+        elif f.type in STRING_TYPES:
+            if not isinstance(value, str):
+                raise ValueError(f"{where}: {value!r} is not text")
+            if f.type == "CHAR" and len(value) != 1:
+                raise ValueError(f"{where}: {value!r} is not one character")
+            if "\x00" in value:
+                raise ReferenceUnsupported("text containing NUL characters")
