@@ -26,7 +26,7 @@ from lark import Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from lark.tree import Meta
 
-from streamctl.error_codes import INVALID_STATEMENT, SYNTAX_ERROR
+from streamctl.error_codes import INVALID_STATEMENT, NOT_SUPPORTED, SYNTAX_ERROR
 from streamctl.nes_types import NES_TYPE_NAMES, TYPE_NAME_ALIASES
 from streamctl.planner import ast
 from streamctl.planner.errors import PlannerError
@@ -484,7 +484,16 @@ class _AstBuilder(Transformer[Token, Any]):
         return _WindowPart(group_by or (), window, watermark)
 
     def group_by(self, meta: Meta, c: list[Any]) -> tuple[ast.Expression, ...]:
-        return self.group_key_list(meta, c[2:])
+        return self.group_key_list(meta, c[2:-1])  # the last child: no grouping_analytics
+
+    def grouping_analytics(self, meta: Meta, c: list[Any]) -> NoReturn:
+        raise PlannerError(
+            NOT_SUPPORTED,
+            f"GROUP BY ... {' '.join(str(t) for t in c[:2]).upper()} is not supported: "
+            "NebulaStream parses it but groups by the fields named only; write GROUP BY a, b",
+            meta.line,
+            meta.column,
+        )
 
     def group_key_list(self, meta: Meta, c: list[Any]) -> tuple[ast.Expression, ...]:
         # `(a, b)` names its keys like `a, b`: flatten (inner lists are already tuples).

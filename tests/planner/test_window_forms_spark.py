@@ -426,3 +426,34 @@ def test_an_alias_from_the_select_list_is_no_key() -> None:
 def test_malformed_group_by_is_a_syntax_error(clause: str) -> None:
     with pytest.raises(PlannerError):
         parse_query(f"SELECT COUNT(*) AS n FROM keyed {clause} {_TUMBLING} INTO File()")
+
+
+@pytest.mark.parametrize(
+    "modifier", ["WITH ROLLUP", "with cube", "GROUPING SETS ((k1), k2)", "GROUPING SETS (k1, k2)"]
+)
+def test_grouping_analytics_are_refused_by_name(modifier: str) -> None:
+    # NebulaStream's grammar takes them, its planner ignores them: refused, never ignored.
+    with pytest.raises(PlannerError) as error:
+        parse_query(f"SELECT COUNT(*) AS n FROM keyed GROUP BY k1, k2 {modifier} {_TUMBLING}")
+    assert error.value.code == NOT_SUPPORTED
+    assert modifier.split()[0].upper() in str(error.value)
+
+
+def test_the_new_keywords_stay_column_names() -> None:
+    catalog = MemoryCatalog(
+        {"words": [Col(n, "INT32") for n in ("with", "rollup", "cube", "grouping", "sets")]}
+        | {"keyed": KEYED[0]}
+    )
+    query = (
+        "SELECT with, rollup, cube, grouping, sets, COUNT(*) AS n FROM "
+        "(SELECT with, rollup, cube, grouping, sets, UINT64(0) AS ts FROM words) "
+        f"GROUP BY with, (rollup, cube), grouping, sets {_TUMBLING} INTO File()"
+    )
+    bound = bind_query(parse_query(query), catalog)
+    assert [c.name for c in bound.output_schema][:5] == [
+        "WORDS$WITH",
+        "WORDS$ROLLUP",
+        "WORDS$CUBE",
+        "WORDS$GROUPING",
+        "WORDS$SETS",
+    ]
