@@ -181,6 +181,43 @@ def test_sliding_windows_with_gaps_leave_some_rows_in_no_window() -> None:
     assert run_reference(query_plan, rows) == [(0, 10, 1, 1), (30, 40, 2, 12), (60, 70, 1, 16)]
 
 
+# ---- stacked windows, windows without aggregates, expressions around aggregates -------------
+
+
+def test_an_aggregation_over_another_windows_output_uses_its_start_as_event_time() -> None:
+    # Inner windows of 10 ms per id: [0,10) id 1: 1; [10,20) id 1: 2; [20,30) id 1: 2;
+    # [40,50) id 3: 5; [150,160) id 1: 7. Outer windows of 100 ms over the inner starts.
+    rows = {"stream": [(0, 1, 1), (10, 1, 2), (20, 1, 2), (40, 3, 5), (150, 1, 7)]}
+    result = _run(
+        "SELECT start, end, SUM(total) AS t2, COUNT(*) AS n FROM (SELECT start, id, "
+        "SUM(value) AS total FROM stream GROUP BY id WINDOW TUMBLING(ts, SIZE 10 MS)) "
+        "WINDOW TUMBLING(start, SIZE 100 MS) INTO File()",
+        rows,
+    )
+    assert result == [(0, 100, 10, 4), (100, 200, 7, 1)]
+
+
+def test_a_window_without_aggregates_emits_one_row_per_non_empty_window_and_key() -> None:
+    rows = {"stream": [(0, 1, 1), (10, 1, 2), (40, 3, 5), (150, 1, 7)]}
+    result = _run(
+        "SELECT start, end, id FROM stream GROUP BY id WINDOW TUMBLING(ts, SIZE 100 MS) "
+        "INTO File()",
+        rows,
+    )
+    assert result == [(0, 100, 1), (0, 100, 3), (100, 200, 1)]
+
+
+def test_expressions_around_aggregates_are_computed_on_the_window_output() -> None:
+    # [0,100): SUM 1+2+2+5 = 10, COUNT 4 -> 10 * 2 + 4; [100,200): 7 * 2 + 1.
+    rows = {"stream": [(0, 1, 1), (10, 1, 2), (20, 1, 2), (40, 3, 5), (150, 1, 7)]}
+    result = _run(
+        "SELECT start, end, SUM(value) * INT32(2) + COUNT(*) AS x FROM stream "
+        "WINDOW TUMBLING(ts, SIZE 100 MS) INTO File()",
+        rows,
+    )
+    assert result == [(0, 100, 24), (100, 200, 15)]
+
+
 # ---- joins (query_api.md "Join", null_handling.md "Join (INNER JOIN)") --------------------------
 
 
@@ -227,6 +264,55 @@ def test_sliding_window_join_produces_a_pair_once_per_common_window() -> None:
         rows,
     )
     assert result == [(0, 100, 1, 2), (50, 150, 1, 2), (50, 150, 1, 3)]
+
+
+def test_a_join_of_three_streams_joins_the_first_join_output_with_the_third() -> None:
+    # Built by hand over a bound two-way join (how NES resolves the shared `ts` of a third
+    # join input is the binder's business). Windows of 100 ms on each side's own time.
+    inner = _bind(
+        "SELECT * FROM stream INNER JOIN (SELECT * FROM other) ON id = id2 "
+        "WINDOW TUMBLING(ts, SIZE 100 MS) INTO File()"
+    ).root
+    third = plan.Scan(
+        "third",
+        ("ts", "id3", "value3"),
+        (
+            plan.Field("THIRD$TS", "UINT64", False),
+            plan.Field("THIRD$ID3", "INT32", True),
+            plan.Field("THIRD$VALUE3", "INT32", True),
+        ),
+    )
+    condition = plan.CallExpr(
+        "eq",
+        (plan.ColumnExpr("STREAM$ID", "INT32", True), plan.ColumnExpr("THIRD$ID3", "INT32", True)),
+        "BOOLEAN",
+        True,
+    )
+    joined = plan.WindowJoin(
+        inner,
+        third,
+        plan.Window("tumbling", 100, 100),
+        "STREAM$TS",
+        "THIRD$TS",
+        condition,
+        "ALL$START",
+        "ALL$END",
+    )
+    query_plan = plan.QueryPlan(joined)
+    query_plan.validate()
+    rows = {
+        "stream": [(0, 1, 1), (10, 1, 2), (20, 1, 2), (40, 3, 5), (150, 1, 7)],
+        "other": [(5, 1, 10), (30, 3, 11), (120, 1, 12)],
+        "third": [(7, 1, 100), (60, 3, 200)],
+    }
+    # [0,100): stream id 1 (0, 10, 20) x other (5); stream (40) x other (30); each with the
+    # third row of its id. [100,200): 150 x 120 has no third row in its window.
+    assert run_reference(query_plan, rows) == [
+        (0, 100, 0, 100, 0, 1, 1, 5, 1, 10, 7, 1, 100),
+        (0, 100, 0, 100, 10, 1, 2, 5, 1, 10, 7, 1, 100),
+        (0, 100, 0, 100, 20, 1, 2, 5, 1, 10, 7, 1, 100),
+        (0, 100, 0, 100, 40, 3, 5, 30, 3, 11, 60, 3, 200),
+    ]
 
 
 # ---- expressions (null_handling.md "Map", "Comparisons", "Logical Operators") ----------------
@@ -322,6 +408,16 @@ def test_concat_propagates_null_and_union_keeps_duplicates() -> None:
     assert sorted(result, key=repr) == sorted(
         [("alpha_x",), (None,), ("alpha_x",), ("alpha",), (None,), ("alpha",)], key=repr
     )
+
+
+def test_castfromunixts_formats_milliseconds_as_iso_text() -> None:
+    times = [Col("ms", "UINT64")]
+    result = _run(
+        "SELECT CASTFROMUNIXTS(ms) AS t FROM times INTO File()",
+        {"times": [(1234,), (86_400_000,), (None,)]},
+        times=times,
+    )
+    assert result == [("1970-01-01T00:00:01.234Z",), ("1970-01-02T00:00:00.000Z",), (None,)]
 
 
 # ---- never a different answer ---------------------------------------------------------------
@@ -447,4 +543,39 @@ def test_windowed_aggregates_match_plain_python(
     )
     expected = _python_aggregate(rows, size, step)
     result = run_reference(query_plan, {"keyed": rows})
+    assert sorted(result, key=repr) == sorted(expected, key=repr)
+
+
+_side = st.lists(
+    st.tuples(st.integers(0, 1_000), st.one_of(st.none(), st.integers(0, 3)), st.integers(0, 9)),
+    max_size=15,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(left=_side, right=_side, size=st.integers(1, 400), advance=st.integers(1, 500))
+def test_window_joins_match_plain_python(
+    left: list[tuple[int, int | None, int]],
+    right: list[tuple[int, int | None, int]],
+    size: int,
+    advance: int,
+) -> None:
+    """Every pair of rows with equal non-NULL keys, once per window holding both times."""
+    query_plan = _windowed(
+        _bind(
+            "SELECT * FROM stream INNER JOIN (SELECT * FROM other) ON id = id2 "
+            "WINDOW TUMBLING(ts, SIZE 1 MS) INTO File()"
+        ),
+        size=size,
+        advance=advance,
+    )
+    expected = [
+        (start, start + size, lt, lk, lv, rt, rk, rv)
+        for lt, lk, lv in left
+        for rt, rk, rv in right
+        if lk is not None and lk == rk
+        for start in _python_windows(lt, size, advance)
+        if start in _python_windows(rt, size, advance)
+    ]
+    result = run_reference(query_plan, {"stream": left, "other": right})
     assert sorted(result, key=repr) == sorted(expected, key=repr)
