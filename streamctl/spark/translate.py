@@ -24,10 +24,11 @@ Semantics it guarantees (NebulaStream's, where Spark's differ):
   explicitly (:func:`_aggregate`): ``SUM``, ``AVG``, ``MIN``, ``MAX`` and ``MEDIAN`` are NULL
   when *any* input row of the window and group is NULL (SQL skips NULLs), so an all-NULL window
   gives NULL too; ``COUNT(x)`` skips NULLs (0 over an all-NULL window) and ``COUNT(*)`` counts
-  rows, both NOT NULL UINT64. Windows without rows are not emitted. An aggregate's argument
-  may be any expression (``SUM(a * b)``: NULL wherever an operand is); expressions around
-  aggregates are projections over the window's output. A window aggregation without aggregate
-  functions emits one row per non-empty window and key.
+  rows, both NOT NULL UINT64. ``AVG`` is a sum kept like NebulaStream's (integers in INT64 or
+  UINT64, wrapping; floats in a double) divided by the count. Windows without rows are not
+  emitted. An aggregate's argument may be any expression (``SUM(a * b)``: NULL wherever an
+  operand is); expressions around aggregates are projections over the window's output. A
+  window aggregation without aggregate functions emits one row per non-empty window and key.
 * To get wrapping instead of errors, the plan's operators are built with
   ``spark.sql.ansi.enabled`` set to ``false`` (see :data:`SPARK_CONF`); Spark fixes an
   expression's overflow behaviour when the DataFrame is analysed, so the session's setting is
@@ -376,13 +377,26 @@ def _aggregate(aggregate: plan.Aggregate) -> Column:
     elif function == "sum":
         value = F.sum(argument)
     elif function == "avg":
-        value = F.avg(argument.cast(T.DoubleType()))
+        value = _average(argument, aggregate.argument.type)
     else:
         value = F.median(argument.cast(T.DoubleType()))
     # Checked whatever the argument's declared nullability: a NOT NULL input has no NULLs, and
     # the check costs one more count per group.
     no_null_input = F.count(F.lit(1)) == F.count(argument)
     return F.when(no_null_input, value)
+
+
+def _average(argument: Column, type_name: str) -> Column:
+    """AVG as NebulaStream computes it: a sum and a count, the sum of integers kept in INT64
+    (signed input) or UINT64 (unsigned), wrapping like C++, of floats in a double; the result is
+    the sum as a double divided by the count."""
+    if type_name in UNSIGNED_TYPES:
+        total = F.pmod(F.sum(argument.cast(T.DecimalType(20, 0))), F.lit(_TWO_TO_64))
+    elif type_name in INTEGER_TYPES:
+        total = F.sum(_to_long_bits(argument, type_name))
+    else:
+        total = F.sum(argument.cast(T.DoubleType()))
+    return total.cast(T.DoubleType()) / F.count(argument).cast(T.DoubleType())
 
 
 # ---- expressions -----------------------------------------------------------------------------

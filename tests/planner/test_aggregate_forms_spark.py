@@ -161,3 +161,36 @@ def test_window_without_aggregates_offers_only_bounds_and_keys() -> None:
         )
     assert error.value.code == INVALID_STATEMENT
     assert "'A'" in error.value.message and "GROUP BY key" in error.value.message
+
+
+@pytest.mark.spark
+def test_avg_of_integers_divides_a_64_bit_sum(spark: Any, tmp_path: Path) -> None:
+    # NebulaStream's AVG keeps a sum and a count: integer sums in INT64 (signed input) or UINT64
+    # (unsigned), with C++'s wrap-around (query_api.md, "Data Types": C++ arithmetic), then
+    # sum / count in double. So precision is the exact sum's, and an overflowing sum wraps.
+    big = 2**53 + 1
+    columns = [Col("ts", "UINT64", False), Col("i", "INT64"), Col("u", "UINT64")]
+    rows: Rows = [
+        (1, big, 2**63),
+        (2, big, 2**63),
+        (3, big, 5),
+        (1001, 2**62, 1),
+        (1002, 2**62, 2),
+    ]
+    result = run_batch(
+        spark,
+        "SELECT start, AVG(i) AS ai, AVG(u) AS au FROM s WINDOW TUMBLING(ts, SIZE 1 SEC) "
+        "INTO File()",
+        {"s": (columns, rows)},
+        tmp_path,
+    )
+
+    def wrap(value: int, bits: int, signed: bool) -> int:
+        value %= 2**bits
+        return value - 2**bits if signed and value >= 2**63 else value
+
+    assert result == [
+        (0, float(wrap(3 * big, 64, True)) / 3, float(wrap(2**64 + 5, 64, False)) / 3),
+        (1000, float(wrap(2**63, 64, True)) / 2, 3 / 2),
+    ]
+    assert result[1][1] == -(2.0**62)
