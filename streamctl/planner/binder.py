@@ -403,8 +403,15 @@ class _Binder(_ExpressionBinder):
         }
         aggregates: list[ir.Aggregate] = []
         aggregate_columns: dict[ast.FunctionCall, ir.ColumnExpr] = {}
+        expression_inputs = 0  # aggregates over an expression, numbered as NebulaStream does
         for call in aggregate_calls:
-            aggregate, column = self.aggregate(call, aliases.get(call), scope, qualifier, names)
+            written = call.args[0] if len(call.args) == 1 else None
+            expression_input = None
+            if not call.star and not isinstance(written, ast.ColumnRef):
+                expression_input, expression_inputs = expression_inputs, expression_inputs + 1
+            aggregate, column = self.aggregate(
+                call, aliases.get(call), scope, qualifier, names, expression_input
+            )
             aggregates.append(aggregate)
             out_columns.append(column)
             aggregate_columns[call] = _column_expr(column)
@@ -484,7 +491,13 @@ class _Binder(_ExpressionBinder):
         scope: _Scope,
         qualifier: str | None,
         names: _Names,
+        expression_input: int | None = None,
     ) -> tuple[ir.Aggregate, _Column]:
+        """Bind one aggregate call. Its column is named by its alias, else as NebulaStream names
+        it: ``<column>_<FUNCTION>`` over a column, ``_AGG_INPUT_<n>_<FUNCTION>`` over the
+        ``n``-th expression argument of the select list (``expression_input``; NebulaStream
+        first projects that expression into the field ``_AGG_INPUT_<n>``), ``COUNT`` for
+        ``COUNT(*)``."""
         function = _AGGREGATES[call.name]
         argument: ir.Expr | None
         if call.star:
@@ -514,6 +527,8 @@ class _Binder(_ExpressionBinder):
             name = alias
         elif base is not None:
             name = f"{base}_{call.name}"
+        elif expression_input is not None:
+            name = f"_AGG_INPUT_{expression_input}_{call.name}"
         else:
             name = call.name
         column = _Column(

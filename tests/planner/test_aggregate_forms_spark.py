@@ -194,3 +194,21 @@ def test_avg_of_integers_divides_a_64_bit_sum(spark: Any, tmp_path: Path) -> Non
         (1000, float(wrap(2**63, 64, True)) / 2, 3 / 2),
     ]
     assert result[1][1] == -(2.0**62)
+
+
+@pytest.mark.spark
+def test_unnamed_aggregates_over_expressions_get_distinct_names(spark: Any, tmp_path: Path) -> None:
+    # NebulaStream projects each aggregate's expression argument into a field _AGG_INPUT_<n>
+    # (n counts them in the select list) and names the unnamed aggregate <field>_<FUNCTION>.
+    text = (
+        "SELECT SUM(a * INT32(2)), MAX(a), MAX(a + b), COUNT(*) FROM s "
+        "WINDOW TUMBLING(ts, SIZE 1 SEC) INTO File()"
+    )
+    bound = bind_query(parse_query(text), MemoryCatalog({"s": SOURCE}))
+    assert [c.name for c in bound.output_schema] == [
+        "S$_AGG_INPUT_0_SUM",
+        "S$A_MAX",
+        "S$_AGG_INPUT_1_MAX",
+        "S$COUNT",
+    ]
+    assert run_batch(spark, text, _sources(), tmp_path) == [(10, 5, 6, 1), (18, 6, 36, 3)]
