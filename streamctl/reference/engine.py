@@ -17,6 +17,9 @@ from streamctl.reference.sql import SqlProgram, column_name, source_key, transla
 
 __all__ = ["run_reference", "to_sql"]
 
+_THREADS: Final = 4
+"""DuckDB threads per run: the reference runs beside Spark and the tests, so it stays light."""
+
 _ARROW_TYPES: Final[dict[str, Any]] = {
     "INT8": pa.int8(),
     "INT16": pa.int16(),
@@ -40,10 +43,14 @@ def _leaves(root: plan.Operator) -> dict[str, plan.Scan | plan.InlineScan]:
         if isinstance(operator, plan.Scan | plan.InlineScan):
             key = source_key(operator)
             known = leaves.get(key)
-            if known is not None and known.fields != operator.fields:
+            if known is not None and _column_types(known) != _column_types(operator):
                 raise ReferenceUnsupported(f"source {key!r} is read with two different schemas")
             leaves[key] = operator
     return leaves
+
+
+def _column_types(leaf: plan.Scan | plan.InlineScan) -> list[tuple[str, bool]]:
+    return [(f.type, f.nullable) for f in leaf.fields]
 
 
 def to_sql(query_plan: plan.QueryPlan) -> SqlProgram:
@@ -71,7 +78,7 @@ def run_reference(
     leaves = _leaves(query_plan.root)
     tables = {key: f"src_{i}" for i, key in enumerate(leaves)}
     program = translate(query_plan, tables)
-    connection = duckdb.connect(":memory:")
+    connection = duckdb.connect(":memory:", config={"threads": _THREADS})
     try:
         for key, leaf in leaves.items():
             rows = _rows_for(key, leaf, rows_by_source)
@@ -121,12 +128,11 @@ def _rows_for(
 
 def _arrow_table(key: str, fields: Sequence[plan.Field], rows: list[Sequence[Any]]) -> Any:
     width = len(fields)
-    columns: list[list[Any]] = [[] for _ in fields]
-    for number, row in enumerate(rows):
-        if len(row) != width:
-            raise ValueError(f"source {key!r} row {number}: {len(row)} values, expected {width}")
-        for values, value in zip(columns, row, strict=True):
-            values.append(value)
+    wrong = [number for number, row in enumerate(rows) if len(row) != width]
+    if wrong:
+        got = len(rows[wrong[0]])
+        raise ValueError(f"source {key!r} row {wrong[0]}: {got} values, expected {width}")
+    columns = [[row[i] for row in rows] for i in range(width)]
     arrays = []
     for f, values in zip(fields, columns, strict=True):
         _check_values(key, f, values)
@@ -135,29 +141,39 @@ def _arrow_table(key: str, fields: Sequence[plan.Field], rows: list[Sequence[Any
     return pa.Table.from_arrays(arrays, names=names)
 
 
+_PYTHON_TYPES: Final[dict[str, frozenset[type]]] = {
+    **{name: frozenset({int}) for name in INTEGER_TYPES},
+    **{name: frozenset({int, float}) for name in FLOAT_TYPES},
+    "BOOLEAN": frozenset({bool}),
+    **{name: frozenset({str}) for name in STRING_TYPES},
+}
+
+
 def _check_values(key: str, f: plan.Field, values: list[Any]) -> None:
     where = f"source {key!r} column {f.name} ({f.type})"
-    low, high = integer_range(f.type) if f.type in INTEGER_TYPES else (0, 0)
-    for value in values:
-        if value is None:
-            if not f.nullable:
-                raise ValueError(f"{where} is NOT NULL, got NULL")
-            continue
-        if f.type in INTEGER_TYPES:
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ValueError(f"{where}: {value!r} is not a {f.type}")
-        elif f.type in FLOAT_TYPES:
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ValueError(f"{where}: {value!r} is not a number")
-            if f.type == "FLOAT32" and math.isfinite(value) and abs(value) > 3.4028234663852886e38:
-                raise ValueError(f"{where}: {value!r} is out of FLOAT32's range")
-        elif f.type == "BOOLEAN":
-            if not isinstance(value, bool):
-                raise ValueError(f"{where}: {value!r} is not a boolean")
-        elif f.type in STRING_TYPES:
-            if not isinstance(value, str):
-                raise ValueError(f"{where}: {value!r} is not text")
-            if f.type == "CHAR" and len(value) != 1:
-                raise ValueError(f"{where}: {value!r} is not one character")
-            if "\x00" in value:
-                raise ReferenceUnsupported("text containing NUL characters")
+    kinds = set(map(type, values))
+    if type(None) in kinds:
+        if not f.nullable:
+            raise ValueError(f"{where} is NOT NULL, got NULL")
+        kinds.discard(type(None))
+    foreign = kinds - _PYTHON_TYPES[f.type]
+    if foreign:
+        example = next(v for v in values if type(v) in foreign)
+        raise ValueError(f"{where}: {example!r} is not a {f.type} value")
+    present = [v for v in values if v is not None]
+    if not present:
+        return
+    if f.type in INTEGER_TYPES:
+        low, high = integer_range(f.type)
+        for bound in (min(present), max(present)):
+            if not low <= bound <= high:
+                raise ValueError(f"{where}: {bound!r} is not a {f.type}")
+    elif f.type == "FLOAT32":
+        finite = [abs(v) for v in present if math.isfinite(v)]
+        if finite and max(finite) > 3.4028234663852886e38:
+            raise ValueError(f"{where}: {max(finite)!r} is out of FLOAT32's range")
+    elif f.type in STRING_TYPES:
+        if f.type == "CHAR" and any(len(v) != 1 for v in present):
+            raise ValueError(f"{where}: a value is not one character")
+        if any("\x00" in v for v in present):
+            raise ReferenceUnsupported("text containing NUL characters")

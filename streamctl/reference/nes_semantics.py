@@ -118,10 +118,14 @@ RULES: Final[tuple[Rule, ...]] = (
         "the result can be sent downstream. / one row per non-empty window and key",
     ),
     Rule(
-        "every row counts once, whatever its arrival order (bounded input)",
+        "every row counts once, whatever its arrival order (bounded input: every window is "
+        "complete when emitted; NES defines no handling of late rows, so the reference takes "
+        "the product's contract of issue 18, 'every row must count exactly once')",
         "watermarking_progress_window_triggering.md, Watermark Timestamp",
         "In NebulaStream, out-of-order processing of disordered inputs, i.e. graceful handling "
-        "of unexpectedly late data at the source, isn't supported.",
+        "of unexpectedly late data at the source, isn't supported. ... Watermarks are "
+        "timestamps that guarantee that all data with a timestamp smaller than the watermark "
+        "has arrived. Thus, a watermark can be used to trigger a window",
     ),
     Rule(
         "a window join pairs rows of one window satisfying the predicate; NULL keys never match",

@@ -370,6 +370,26 @@ def test_integer_arithmetic_is_cpp() -> None:
     assert product == [(0, 2**64 - 1, -256), (((2**63 + 1) ** 2) % 2**64, 2**63, 200)]
 
 
+def test_conversions_are_cpp_static_casts() -> None:
+    # Integers wrap to the target's width; floats truncate toward zero; FLOAT32 overflows to
+    # an infinity; a float outside the integer target's range is undefined in C++: refused.
+    numbers = [Col("y", "FLOAT64"), Col("i", "INT64"), Col("u", "UINT64"), Col("x", "FLOAT32")]
+    rows = {"numbers": [(1.5, -(2**63), 2**64 - 1, 3e38), (-2.5, 5, 0, -2.5)]}
+    result = _run(
+        "SELECT INT32(y) AS a, UINT8(i) AS b, INT64(u) AS c, x * FLOAT32(10) AS d, "
+        "i + u AS e FROM numbers INTO File()",
+        rows,
+        numbers=numbers,
+    )
+    assert result == [(-2, 5, 0, -25.0, 5), (1, 0, -1, math.inf, 2**63 - 1)]
+    with pytest.raises(ReferenceUnsupported, match="converted to INT32"):
+        _run(
+            "SELECT INT32(y) AS a FROM numbers INTO File()",
+            {"numbers": [(3e9, 0, 0, 0.0)]},
+            numbers=numbers,
+        )
+
+
 def test_integer_division_by_zero_fails_the_query_and_by_null_is_null() -> None:
     # null_handling.md, Division and Modulo.
     query = "SELECT value / id AS q FROM stream INTO File()"
