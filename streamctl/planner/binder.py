@@ -494,10 +494,10 @@ class _Binder(_ExpressionBinder):
         expression_input: int | None = None,
     ) -> tuple[ir.Aggregate, _Column]:
         """Bind one aggregate call. Its column is named by its alias, else as NebulaStream names
-        it: ``<column>_<FUNCTION>`` over a column, ``_AGG_INPUT_<n>_<FUNCTION>`` over the
-        ``n``-th expression argument of the select list (``expression_input``; NebulaStream
-        first projects that expression into the field ``_AGG_INPUT_<n>``), ``COUNT`` for
-        ``COUNT(*)``."""
+        it: ``<column>_<FUNCTION>`` over a column, ``_AGG_INPUT_<n>_<FUNCTION>`` (unqualified)
+        over the ``n``-th expression argument of the select list (``expression_input``;
+        NebulaStream first projects that expression into the field ``_AGG_INPUT_<n>``),
+        ``COUNT`` for ``COUNT(*)``."""
         function = _AGGREGATES[call.name]
         argument: ir.Expr | None
         if call.star:
@@ -528,7 +528,8 @@ class _Binder(_ExpressionBinder):
         elif base is not None:
             name = f"{base}_{call.name}"
         elif expression_input is not None:
-            name = f"_AGG_INPUT_{expression_input}_{call.name}"
+            # Unqualified, as the field NebulaStream projects the expression into.
+            column_qualifier, name = None, f"_AGG_INPUT_{expression_input}_{call.name}"
         else:
             name = call.name
         column = _Column(

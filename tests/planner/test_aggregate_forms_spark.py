@@ -206,9 +206,9 @@ def test_unnamed_aggregates_over_expressions_get_distinct_names(spark: Any, tmp_
     )
     bound = bind_query(parse_query(text), MemoryCatalog({"s": SOURCE}))
     assert [c.name for c in bound.output_schema] == [
-        "S$_AGG_INPUT_0_SUM",
+        "_AGG_INPUT_0_SUM",
         "S$A_MAX",
-        "S$_AGG_INPUT_1_MAX",
+        "_AGG_INPUT_1_MAX",
         "S$COUNT",
     ]
     assert run_batch(spark, text, _sources(), tmp_path) == [(10, 5, 6, 1), (18, 6, 36, 3)]
