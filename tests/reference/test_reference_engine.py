@@ -4,17 +4,20 @@ plain-Python evaluation of windowed aggregations. Light: DuckDB only, no Spark."
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import streamctl.reference as reference_package
 from streamctl.nes_types import integer_range
 from streamctl.planner import plan
 from streamctl.planner.binder import bind_query
@@ -480,6 +483,22 @@ def test_every_rule_names_its_source_and_the_sql_is_readable() -> None:
     assert all(rule.source and rule.passage for rule in RULES)
     text = to_sql(_bind("SELECT * FROM stream WHERE value > INT32(1) INTO File()")).text()
     assert text.startswith("CREATE TEMP TABLE op0 AS SELECT") and text.endswith(";")
+
+
+def test_the_reference_shares_no_execution_code_with_the_product() -> None:
+    """It reads the plan IR and the NES vocabularies, never the Spark translation."""
+    package = Path(reference_package.__file__).parent
+    allowed = ("streamctl.reference", "streamctl.planner.plan", "streamctl.nes_types")
+    for path in package.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            for name in names:
+                if name.startswith(("streamctl", "pyspark", "py4j")):
+                    assert name.startswith(allowed) or name == "streamctl.planner", (path, name)
 
 
 # ---- property: the reference against plain Python -------------------------------------------
