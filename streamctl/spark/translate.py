@@ -41,9 +41,11 @@ Semantics it guarantees (NebulaStream's, where Spark's differ):
   without an event time join no window; each window is emitted once, when the watermark
   (``allowed_lateness_ms`` behind the latest event) passes its end (append mode).
   A sliding window whose slide exceeds its size (gaps, which Spark's ``window()`` refuses) is
-  assigned as a tumbling window of the slide's length minus the rows in its gap; it is
-  emitted once the watermark passes the slide's end instead of the window's end (later on
-  an unbounded stream, the same rows; bounded input flushes every window at its end).
+  assigned through Spark's windows of the size every gcd(size, slide) ms, keeping those that
+  start at a multiple of the slide; when that would copy a row more than
+  :data:`_MAX_GAPPED_WINDOW_COPIES` times, through a tumbling window of the slide's length
+  minus the rows in its gap, which Spark emits only once the watermark passes the slide's end
+  (later on an unbounded stream, the same rows; bounded input flushes every window at its end).
 * **Bounded input** (``bounded=True``): every window is emitted when the input ends. Each
   window operator's input is unioned with a one-row *end-of-input marker* stream (a file
   stream over a per-query directory under ``work_dir``) whose event time is
@@ -98,6 +100,8 @@ MARKER_EVENT_TIME_MS: Final = 3_000_000_000_000_000
 _MARKER: Final = "nes#marker"
 _EVENT_TIME: Final = "nes#event_time"
 _WINDOW: Final = "nes#window"
+_MAX_GAPPED_WINDOW_COPIES: Final = 64
+"""A gapped sliding window is assigned exactly when each row is copied at most this often."""
 _ROW_COUNT: Final = "nes#rows"
 _TWO_TO_64: Final = Decimal(2**64)
 _TWO_TO_63: Final = Decimal(2**63)
@@ -283,20 +287,34 @@ class _Translator:
         # A row without an event time belongs to no window (filters on the event-time column
         # stay above the watermark).
         frame = frame.filter(_col(event_time).isNotNull())
+        window_start = F.col(f"{_quote(window_name)}.start")
+        keep_starts_at_slides = False
         if window.kind == "tumbling":
             assigned = F.window(_col(event_time), size)
         elif window.slide_ms > window.size_ms:
-            # Gaps between windows: Spark's window() refuses a slide longer than the size, but
-            # then a row falls into at most one window, the one starting at the last multiple
-            # of the slide. Assign that (a tumbling window as long as the slide) and drop the
-            # rows in the gap, which lie size or more after its start; _window_bound gives the
-            # true end (start + size).
-            assigned = F.window(_col(event_time), slide)
-            in_window = F.pmod(F.unix_millis(_col(event_time)), F.lit(window.slide_ms))
-            frame = frame.filter(in_window < F.lit(window.size_ms))
+            # Gaps between windows, which Spark's window() refuses (slide > size); a row falls
+            # into at most one window, the one starting at the last multiple of the slide.
+            step = math.gcd(window.size_ms, window.slide_ms)
+            if window.size_ms // step <= _MAX_GAPPED_WINDOW_COPIES:
+                # Spark's windows of the size every gcd(size, slide) include every window that
+                # starts at a multiple of the slide: keep only those. Exact windows, emitted
+                # when the watermark passes their own end.
+                assigned = F.window(_col(event_time), size, f"{step} milliseconds")
+                keep_starts_at_slides = True
+            else:
+                # Too many copies per row: a tumbling window as long as the slide, minus the
+                # rows in its gap (size or more after its start); _window_bound reports the
+                # true end, but Spark emits the window only when the watermark passes the
+                # slide's end (same rows, later).
+                assigned = F.window(_col(event_time), slide)
+                in_window = F.pmod(F.unix_millis(_col(event_time)), F.lit(window.slide_ms))
+                frame = frame.filter(in_window < F.lit(window.size_ms))
         else:
             assigned = F.window(_col(event_time), size, slide)
         frame = frame.select(*(_col(f.name) for f in operator.fields), assigned.alias(window_name))
+        if keep_starts_at_slides:
+            at_slide = F.pmod(F.unix_millis(window_start), F.lit(window.slide_ms)) == F.lit(0)
+            frame = frame.filter(at_slide)
         if window.kind == "sliding":
             frame = frame.filter(
                 F.col(f"{_quote(window_name)}.start") >= F.timestamp_millis(F.lit(0))
@@ -353,7 +371,7 @@ class _Translator:
 
 def _window_bound(window_name: str, bound: str, window: plan.Window) -> Column:
     """A window's start or end in UINT64 milliseconds; the end is always start + size (the
-    assigned struct of a gapped sliding window ends a slide after its start)."""
+    struct a gapped sliding window may be assigned ends a slide after its start)."""
     start = F.unix_millis(F.col(f"{_quote(window_name)}.start"))
     value = start if bound == "start" else start + F.lit(window.size_ms)
     return value.cast(spark_type("UINT64"))

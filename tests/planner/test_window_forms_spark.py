@@ -61,8 +61,11 @@ def _run(
     text: str,
     sources: dict[str, tuple[list[Col], list[str]]],
     tmp_path: Path,
+    *,
+    bounded: bool = True,
 ) -> list[tuple[Any, ...]]:
-    """Run ``text`` over bounded CSV streams (one file each) to the end; the rows, sorted."""
+    """Run ``text`` over CSV streams (one file each) to the end; the rows, sorted. Unbounded,
+    windows are emitted only as the watermark (the latest event time) passes their end."""
     _RUNS[0] += 1
     base = tmp_path / f"run{_RUNS[0]}"
     lookup = MemoryCatalog({name: columns for name, (columns, _) in sources.items()})
@@ -75,7 +78,7 @@ def _run(
         (directory / "part.csv").write_text("".join(row + "\n" for row in rows))
         return spark.readStream.schema(spark_schema(columns)).csv(str(directory))
 
-    translated = build(bound.plan, spark, read_source, bounded=True, work_dir=base / "work")
+    translated = build(bound.plan, spark, read_source, bounded=bounded, work_dir=base / "work")
     name = f"window_forms_{_RUNS[0]}"
     query = (
         translated.dataframe.writeStream.format("memory")
@@ -131,6 +134,72 @@ def test_sliding_windows_with_gaps_hold_only_the_rows_inside_them(
         tmp_path,
     )
     assert rows == _sorted([(0, 1000, 1 + 2, 2), (3000, 4000, 16 + 32, 2), (12000, 13000, 512, 1)])
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("window", "expected"),
+    [
+        # [k s, k s + 400 ms): 999, 2999, 3999, 11999 in gaps (Spark: gcd path, 2 copies a row)
+        (
+            "SIZE 400 MS, ADVANCE BY 1 SEC",
+            [
+                (0, 400, 1),
+                (1000, 1400, 4),
+                (3000, 3400, 16),
+                (4000, 4400, 64),
+                (10000, 10400, 128),
+                (12000, 12400, 512),
+            ],
+        ),
+        # [k s, k s + 999 ms): a row at 999 lies on the end (Spark: fallback, gcd 1 ms)
+        (
+            "SIZE 999 MS, ADVANCE BY 1000 MS",
+            [
+                (0, 999, 1),
+                (1000, 1999, 4),
+                (3000, 3999, 16),
+                (4000, 4999, 64),
+                (10000, 10999, 128),
+                (12000, 12999, 512),
+            ],
+        ),
+    ],
+)
+def test_gapped_windows_whose_advance_is_no_multiple_of_the_size(
+    spark: Any, tmp_path: Path, window: str, expected: list[tuple[int, int, int]]
+) -> None:
+    rows = _run(
+        spark,
+        _AGGREGATE + f"WINDOW SLIDING(ts, {window}) INTO File()",
+        {"events": EVENTS},
+        tmp_path,
+    )
+    assert rows == _sorted([(*row, 1) for row in expected])
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("window", "rows", "expected"),
+    [
+        ("SIZE 1 SEC, ADVANCE BY 3 SEC", ["1,0", "2,1500"], [(0, 1000, 1, 1)]),
+        ("SIZE 400 MS, ADVANCE BY 1 SEC", ["1,0", "2,700"], [(0, 400, 1, 1)]),
+    ],
+)
+def test_a_gapped_window_is_emitted_when_the_watermark_passes_its_end(
+    spark: Any, tmp_path: Path, window: str, rows: list[str], expected: list[tuple[int, ...]]
+) -> None:
+    # Unbounded: no end-of-input flush. The row in the gap (1500, 700) advances the watermark
+    # past the first window's end (1000, 400), which triggers it (watermarking doc); the gap row
+    # itself belongs to no window.
+    result = _run(
+        spark,
+        _AGGREGATE + f"WINDOW SLIDING(ts, {window}) INTO File()",
+        {"events": (EVENTS[0], rows)},
+        tmp_path,
+        bounded=False,
+    )
+    assert result == expected
 
 
 @pytest.mark.spark
