@@ -7,15 +7,8 @@ whose columns are the plan's output (the sink's columns, in order, with the Spar
 
 Semantics it guarantees (NebulaStream's, where Spark's differ):
 
-* **Integer arithmetic is C++'s**: ``+ - *`` and negation wrap around in the result type
-  (computed on 64-bit two's complement, then reduced to the type's width); ``/`` truncates
-  toward zero and ``%`` takes the dividend's sign; UINT64 (carried as ``DECIMAL(20,0)``)
-  wraps modulo 2^64; conversions between integer types wrap; a float converted to an integer
-  truncates toward zero. An integer division or modulo by zero yields NULL (NebulaStream's
-  behaviour is undefined there).
-* **Float arithmetic is IEEE**: FLOAT32 operations are computed in double and rounded to
-  single precision, which gives the single-precision result exactly; division by zero gives
-  an infinity or NaN instead of Spark's NULL.
+* **Scalar expressions** (C++ integer arithmetic, IEEE floats, conversions) are
+  :mod:`streamctl.spark.expressions`.
 * **NULL follows ``nes-docs/null_handling.md``.** Scalar rules coincide with Spark's SQL
   three-valued logic: arithmetic, ``CONCAT`` and comparisons with a NULL operand are NULL
   (``NULL == NULL`` too); ``FALSE AND NULL`` is FALSE, ``TRUE OR NULL`` TRUE, other mixes NULL;
@@ -68,7 +61,6 @@ import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import Final
 
@@ -77,9 +69,17 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from streamctl.error_codes import INVALID_STATEMENT, NOT_SUPPORTED
-from streamctl.nes_types import FLOAT_TYPES, INTEGER_TYPES, UNSIGNED_TYPES, integer_range
+from streamctl.nes_types import INTEGER_TYPES, UNSIGNED_TYPES
 from streamctl.planner import plan
 from streamctl.planner.errors import PlannerError
+from streamctl.spark.expressions import (
+    TWO_TO_64,
+    column,
+    expression,
+    quoted,
+    to_long_bits,
+    wrap_value,
+)
 from streamctl.spark.types import spark_type
 
 __all__ = [
@@ -103,10 +103,6 @@ _WINDOW: Final = "nes#window"
 _MAX_GAPPED_WINDOW_COPIES: Final = 64
 """A gapped sliding window is assigned exactly when each row is copied at most this often."""
 _ROW_COUNT: Final = "nes#rows"
-_TWO_TO_64: Final = Decimal(2**64)
-_TWO_TO_63: Final = Decimal(2**63)
-_MILLIS_PER_DAY: Final = 86_400_000
-_ISO_TIMESTAMP: Final = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})?$"
 
 ReadSource = Callable[[str], DataFrame]
 """Returns a streaming DataFrame with exactly a logical source's columns (catalog names)."""
@@ -205,14 +201,6 @@ def _read_inputs(
     return frames
 
 
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _col(name: str) -> Column:
-    return F.col(_quote(name))
-
-
 def _typed_null(type_name: str) -> Column:
     return F.lit(None).cast(spark_type(type_name))
 
@@ -233,8 +221,8 @@ class _Translator:
         if isinstance(operator, plan.Scan | plan.InlineScan):
             return self.inputs[id(operator)].select(
                 *(
-                    _col(column).cast(spark_type(f.type)).alias(f.name)
-                    for column, f in zip(operator.source_columns, operator.fields, strict=True)
+                    column(name).cast(spark_type(f.type)).alias(f.name)
+                    for name, f in zip(operator.source_columns, operator.fields, strict=True)
                 )
             )
         if isinstance(operator, plan.Filter):
@@ -247,7 +235,7 @@ class _Translator:
             left = self.operator(operator.left)
             right = self.operator(operator.right).select(
                 *(
-                    _col(r.name).alias(left_field.name)
+                    column(r.name).alias(left_field.name)
                     for r, left_field in zip(
                         operator.right.fields, operator.left.fields, strict=True
                     )
@@ -265,32 +253,32 @@ class _Translator:
         assignment: adds the struct column returned, named ``nes#window<suffix>``."""
         frame = self.operator(operator)
         time_type = next(f.type for f in operator.fields if f.name == time_column)
-        event_ms = _to_long_bits(_col(time_column), time_type)
+        event_ms = to_long_bits(column(time_column), time_type)
         event_time = _EVENT_TIME + suffix
         if self.bounded:
             frame = frame.withColumn(_MARKER, F.lit(False)).unionByName(
                 self.marker_rows(operator.fields)
             )
-            event_ms = F.when(_col(_MARKER), F.lit(MARKER_EVENT_TIME_MS)).otherwise(event_ms)
+            event_ms = F.when(column(_MARKER), F.lit(MARKER_EVENT_TIME_MS)).otherwise(event_ms)
         frame = frame.withColumn(event_time, F.timestamp_millis(event_ms))
         frame = frame.withWatermark(
-            _quote(event_time), f"{window.allowed_lateness_ms} milliseconds"
+            quoted(event_time), f"{window.allowed_lateness_ms} milliseconds"
         )
         if self.bounded:
             # The filter must be on the event-time column: Spark pushes filters on other
             # columns below the watermark, where they would drop the marker too early.
             marker_time = F.timestamp_millis(F.lit(MARKER_EVENT_TIME_MS))
-            frame = frame.filter(_col(event_time) < marker_time).drop(_MARKER)
+            frame = frame.filter(column(event_time) < marker_time).drop(_MARKER)
         window_name = _WINDOW + suffix
         size = f"{window.size_ms} milliseconds"
         slide = f"{window.slide_ms} milliseconds"
         # A row without an event time belongs to no window (filters on the event-time column
         # stay above the watermark).
-        frame = frame.filter(_col(event_time).isNotNull())
-        window_start = F.col(f"{_quote(window_name)}.start")
+        frame = frame.filter(column(event_time).isNotNull())
+        window_start = F.col(f"{quoted(window_name)}.start")
         keep_starts_at_slides = False
         if window.kind == "tumbling":
-            assigned = F.window(_col(event_time), size)
+            assigned = F.window(column(event_time), size)
         elif window.slide_ms > window.size_ms:
             # Gaps between windows, which Spark's window() refuses (slide > size); a row falls
             # into at most one window, the one starting at the last multiple of the slide.
@@ -299,25 +287,27 @@ class _Translator:
                 # Spark's windows of the size every gcd(size, slide) include every window that
                 # starts at a multiple of the slide: keep only those. Exact windows, emitted
                 # when the watermark passes their own end.
-                assigned = F.window(_col(event_time), size, f"{step} milliseconds")
+                assigned = F.window(column(event_time), size, f"{step} milliseconds")
                 keep_starts_at_slides = True
             else:
                 # Too many copies per row: a tumbling window as long as the slide, minus the
                 # rows in its gap (size or more after its start); _window_bound reports the
                 # true end, but Spark emits the window only when the watermark passes the
                 # slide's end (same rows, later).
-                assigned = F.window(_col(event_time), slide)
-                in_window = F.pmod(F.unix_millis(_col(event_time)), F.lit(window.slide_ms))
+                assigned = F.window(column(event_time), slide)
+                in_window = F.pmod(F.unix_millis(column(event_time)), F.lit(window.slide_ms))
                 frame = frame.filter(in_window < F.lit(window.size_ms))
         else:
-            assigned = F.window(_col(event_time), size, slide)
-        frame = frame.select(*(_col(f.name) for f in operator.fields), assigned.alias(window_name))
+            assigned = F.window(column(event_time), size, slide)
+        frame = frame.select(
+            *(column(f.name) for f in operator.fields), assigned.alias(window_name)
+        )
         if keep_starts_at_slides:
             at_slide = F.pmod(F.unix_millis(window_start), F.lit(window.slide_ms)) == F.lit(0)
             frame = frame.filter(at_slide)
         if window.kind == "sliding":
             frame = frame.filter(
-                F.col(f"{_quote(window_name)}.start") >= F.timestamp_millis(F.lit(0))
+                F.col(f"{quoted(window_name)}.start") >= F.timestamp_millis(F.lit(0))
             )
         return frame, window_name
 
@@ -338,7 +328,7 @@ class _Translator:
             operator.input, operator.time_column, operator.window, ""
         )
         grouped = frame.groupBy(
-            _col(window_name), *(expression(key.expr).alias(key.name) for key in operator.keys)
+            column(window_name), *(expression(key.expr).alias(key.name) for key in operator.keys)
         )
         columns = [_aggregate(a).alias(a.name) for a in operator.aggregates]
         # Spark needs one aggregate at least: a window without any counts its rows (unused).
@@ -346,8 +336,8 @@ class _Translator:
         return aggregated.select(
             _window_bound(window_name, "start", operator.window).alias(operator.start_field),
             _window_bound(window_name, "end", operator.window).alias(operator.end_field),
-            *(_col(key.name) for key in operator.keys),
-            *(_wrap_value(_col(a.name), a.type).alias(a.name) for a in operator.aggregates),
+            *(column(key.name) for key in operator.keys),
+            *(wrap_value(column(a.name), a.type).alias(a.name) for a in operator.aggregates),
         )
 
     def window_join(self, operator: plan.WindowJoin) -> DataFrame:
@@ -357,22 +347,22 @@ class _Translator:
         right, right_window = self.windowed_input(
             operator.right, operator.right_time_column, operator.window, "#right"
         )
-        condition = _col(left_window) == _col(right_window)
+        condition = column(left_window) == column(right_window)
         if operator.condition is not None:
             condition = condition & expression(operator.condition)
         joined = left.join(right, condition, "inner")
         return joined.select(
             _window_bound(left_window, "start", operator.window).alias(operator.start_field),
             _window_bound(left_window, "end", operator.window).alias(operator.end_field),
-            *(_col(f.name) for f in operator.left.fields),
-            *(_col(f.name) for f in operator.right.fields),
+            *(column(f.name) for f in operator.left.fields),
+            *(column(f.name) for f in operator.right.fields),
         )
 
 
 def _window_bound(window_name: str, bound: str, window: plan.Window) -> Column:
     """A window's start or end in UINT64 milliseconds; the end is always start + size (the
     struct a gapped sliding window may be assigned ends a slide after its start)."""
-    start = F.unix_millis(F.col(f"{_quote(window_name)}.start"))
+    start = F.unix_millis(F.col(f"{quoted(window_name)}.start"))
     value = start if bound == "start" else start + F.lit(window.size_ms)
     return value.cast(spark_type("UINT64"))
 
@@ -409,256 +399,12 @@ def _average(argument: Column, type_name: str) -> Column:
     (signed input) or UINT64 (unsigned), wrapping like C++, of floats in a double; the result is
     the sum as a double divided by the count."""
     if type_name in UNSIGNED_TYPES:
-        total = F.pmod(F.sum(argument.cast(T.DecimalType(20, 0))), F.lit(_TWO_TO_64))
+        total = F.pmod(F.sum(argument.cast(T.DecimalType(20, 0))), F.lit(TWO_TO_64))
     elif type_name in INTEGER_TYPES:
-        total = F.sum(_to_long_bits(argument, type_name))
+        total = F.sum(to_long_bits(argument, type_name))
     else:
         total = F.sum(argument.cast(T.DoubleType()))
     return total.cast(T.DoubleType()) / F.count(argument).cast(T.DoubleType())
 
 
 # ---- expressions -----------------------------------------------------------------------------
-
-
-def expression(node: plan.Expr) -> Column:
-    """The Spark column computing a plan expression (with NebulaStream's semantics)."""
-    if isinstance(node, plan.ColumnExpr):
-        return _col(node.name)
-    if isinstance(node, plan.LiteralExpr):
-        return _literal(node)
-    args = [expression(arg) for arg in node.args]
-    types = [arg.type for arg in node.args]
-    function = node.function
-    handler = _CALLS.get(function)
-    if handler is None:
-        raise PlannerError(NOT_SUPPORTED, f"function {function!r} cannot be translated")
-    return handler(args, types, node.type)
-
-
-def _literal(node: plan.LiteralExpr) -> Column:
-    target = spark_type(node.type)
-    if node.value is None:
-        return F.lit(None).cast(target)
-    if node.type in INTEGER_TYPES:
-        value = int(node.value)
-        if node.type == "UINT64":
-            return F.lit(Decimal(value)).cast(target)
-        return F.lit(value).cast(target)
-    if node.type in FLOAT_TYPES:
-        number = float(node.value)
-        if math.isnan(number) or math.isinf(number):
-            return F.lit(str(number)).cast(T.DoubleType()).cast(target)
-        return F.lit(number).cast(target)
-    if node.type == "BOOLEAN":
-        return F.lit(node.value == "TRUE")
-    return F.lit(node.value).cast(target)
-
-
-def _to_long_bits(value: Column, type_name: str) -> Column:
-    """An integer value as a Spark long holding its 64-bit two's complement pattern."""
-    if type_name == "UINT64":
-        return (
-            F.when(value >= F.lit(_TWO_TO_63), value - F.lit(_TWO_TO_64))
-            .otherwise(value)
-            .cast(T.LongType())
-        )
-    return value.cast(T.LongType())
-
-
-def _from_long_bits(bits: Column, type_name: str) -> Column:
-    """Reduce a 64-bit pattern to an integer type's width (C++ wrap-around), in its Spark type."""
-    target = spark_type(type_name)
-    if type_name == "UINT64":
-        as_decimal = bits.cast(T.DecimalType(20, 0))
-        return F.when(bits < 0, as_decimal + F.lit(_TWO_TO_64)).otherwise(as_decimal).cast(target)
-    if type_name in UNSIGNED_TYPES:
-        mask = integer_range(type_name)[1]
-        return bits.bitwiseAND(F.lit(mask)).cast(target)
-    return bits.cast(target)  # narrowing casts truncate to the low bits with ANSI mode off
-
-
-def _wrap_value(value: Column, type_name: str) -> Column:
-    """A value computed in a wider Spark type (sums) brought back to its NebulaStream type."""
-    if type_name in INTEGER_TYPES:
-        if type_name == "UINT64":
-            modulus = F.lit(_TWO_TO_64)
-            return F.pmod(value.cast(T.DecimalType(38, 0)), modulus).cast(spark_type(type_name))
-        return _from_long_bits(value.cast(T.LongType()), type_name)
-    return value.cast(spark_type(type_name))
-
-
-def _is_float(type_name: str) -> bool:
-    return type_name in FLOAT_TYPES
-
-
-def _integer_arithmetic(operation: Callable[[Column, Column], Column]) -> Callable[..., Column]:
-    def apply(args: list[Column], types: list[str], result: str) -> Column:
-        a, b = (_to_long_bits(arg, t) for arg, t in zip(args, types, strict=True))
-        return _from_long_bits(operation(a, b), result)
-
-    return apply
-
-
-def _arithmetic(operation: Callable[[Column, Column], Column]) -> Callable[..., Column]:
-    integer = _integer_arithmetic(operation)
-
-    def apply(args: list[Column], types: list[str], result: str) -> Column:
-        if _is_float(result):
-            a, b = (arg.cast(T.DoubleType()) for arg in args)
-            return operation(a, b).cast(spark_type(result))
-        return integer(args, types, result)
-
-    return apply
-
-
-def _divide(args: list[Column], types: list[str], result: str) -> Column:
-    a, b = args
-    if _is_float(result):
-        a, b = a.cast(T.DoubleType()), b.cast(T.DoubleType())
-        by_zero = (
-            F.when(a > 0, F.lit(math.inf)).when(a < 0, F.lit(-math.inf)).otherwise(F.lit(math.nan))
-        )
-        return F.when(b == 0, by_zero).otherwise(a / b).cast(spark_type(result))
-    if result == "UINT64":
-        exact_multiple = a.cast(T.DecimalType(21, 0)) - (a % b)
-        return (exact_multiple / b).cast(spark_type(result))
-    quotient = F.call_function("div", _to_long_bits(a, result), _to_long_bits(b, result))
-    return _from_long_bits(quotient, result)
-
-
-def _modulo(args: list[Column], types: list[str], result: str) -> Column:
-    a, b = args
-    if _is_float(result):
-        a, b = a.cast(T.DoubleType()), b.cast(T.DoubleType())
-        return F.when(b == 0, F.lit(math.nan)).otherwise(a % b).cast(spark_type(result))
-    if result == "UINT64":
-        return (a % b).cast(spark_type(result))
-    return _from_long_bits(_to_long_bits(a, result) % _to_long_bits(b, result), result)
-
-
-def _negate(args: list[Column], types: list[str], result: str) -> Column:
-    if _is_float(result):
-        return (-args[0]).cast(spark_type(result))
-    return _from_long_bits(F.lit(0).cast(T.LongType()) - _to_long_bits(args[0], types[0]), result)
-
-
-def _absolute(args: list[Column], types: list[str], result: str) -> Column:
-    if _is_float(result):
-        return F.abs(args[0]).cast(spark_type(result))
-    if result in UNSIGNED_TYPES:
-        return args[0]
-    return _from_long_bits(F.abs(_to_long_bits(args[0], types[0])), result)
-
-
-def _integral(rounding: Callable[[Column], Column]) -> Callable[..., Column]:
-    """CEIL/FLOOR/ROUND: identity on integers; on floats keep the type, and leave values that
-    are already integral (NaN, infinities, |x| >= 2^52) alone, as Spark would overflow them."""
-
-    def apply(args: list[Column], types: list[str], result: str) -> Column:
-        value = args[0]
-        if not _is_float(result):
-            return value
-        as_double = value.cast(T.DoubleType())
-        untouched = F.isnan(as_double) | (F.abs(as_double) >= F.lit(2.0**52))
-        rounded = rounding(as_double).cast(T.DoubleType())
-        return F.when(untouched, as_double).otherwise(rounded).cast(spark_type(result))
-
-    return apply
-
-
-def _double_function(function: Callable[..., Column]) -> Callable[..., Column]:
-    def apply(args: list[Column], types: list[str], result: str) -> Column:
-        return function(*(arg.cast(T.DoubleType()) for arg in args))
-
-    return apply
-
-
-def _compare(operation: Callable[[Column, Column], Column]) -> Callable[..., Column]:
-    def apply(args: list[Column], types: list[str], result: str) -> Column:
-        return operation(args[0], args[1])
-
-    return apply
-
-
-def _convert(args: list[Column], types: list[str], result: str) -> Column:
-    """C++ static_cast between NebulaStream types."""
-    value, source = args[0], types[0]
-    target = spark_type(result)
-    if source in INTEGER_TYPES and result in INTEGER_TYPES:
-        return _from_long_bits(_to_long_bits(value, source), result)
-    if _is_float(source) and result in INTEGER_TYPES:
-        as_double = value.cast(T.DoubleType())
-        if result == "UINT64":
-            truncated = F.when(as_double >= 0, F.floor(as_double.cast(T.DecimalType(38, 6))))
-            return _wrap_value(truncated, result)
-        return _from_long_bits(as_double.cast(T.LongType()), result)  # truncates toward zero
-    if result == "CHAR":
-        return F.substring(value, 1, 1)
-    return value.cast(target)
-
-
-def _iso_text_to_unix_ms(args: list[Column], types: list[str], result: str) -> Column:
-    """CASTTOUNIXTS: ISO-8601 text (offset optional, UTC if absent) -> UINT64 milliseconds; text
-    that is no such timestamp, or one before 1970, fails the query like NebulaStream's."""
-    text = args[0]
-    well_formed = text.rlike(_ISO_TIMESTAMP)
-    has_offset = text.rlike(r"(Z|[+-]\d{2}:\d{2})$")
-    with_offset = F.when(has_offset, text).otherwise(F.concat(text, F.lit("Z")))
-    millis = F.unix_millis(with_offset.cast(T.TimestampType()))
-    valid = well_formed & millis.isNotNull() & (millis >= 0)
-    failure = F.raise_error(F.concat(F.lit("CASTTOUNIXTS: not a timestamp since 1970: "), text))
-    return (
-        F.when(text.isNull(), F.lit(None))
-        .when(valid, millis)
-        .otherwise(failure)
-        .cast(spark_type(result))
-    )
-
-
-def _unix_ms_to_iso_text(args: list[Column], types: list[str], result: str) -> Column:
-    """CASTFROMUNIXTS: UINT64 milliseconds -> ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (UTC, whatever the
-    session's time zone)."""
-    millis = args[0].cast(T.LongType())
-    days = F.call_function("div", millis, F.lit(_MILLIS_PER_DAY))
-    of_day = millis % F.lit(_MILLIS_PER_DAY)
-    date = F.date_add(F.lit("1970-01-01").cast(T.DateType()), days.cast(T.IntegerType()))
-    clock = F.format_string(
-        "%02d:%02d:%02d.%03dZ",
-        F.call_function("div", of_day, F.lit(3_600_000)),
-        F.call_function("div", of_day, F.lit(60_000)) % 60,
-        F.call_function("div", of_day, F.lit(1_000)) % 60,
-        of_day % 1_000,
-    )
-    return F.concat(F.date_format(date, "yyyy-MM-dd"), F.lit("T"), clock)
-
-
-_CALLS: Final[dict[str, Callable[[list[Column], list[str], str], Column]]] = {
-    "add": _arithmetic(lambda a, b: a + b),
-    "sub": _arithmetic(lambda a, b: a - b),
-    "mul": _arithmetic(lambda a, b: a * b),
-    "div": _divide,
-    "mod": _modulo,
-    "neg": _negate,
-    "abs": _absolute,
-    "ceil": _integral(F.ceil),
-    "floor": _integral(F.floor),
-    "round": _integral(lambda value: F.round(value, 0)),
-    "sqrt": _double_function(F.sqrt),
-    "exp": _double_function(F.exp),
-    "pow": _double_function(F.pow),
-    "eq": _compare(lambda a, b: a == b),
-    "ne": _compare(lambda a, b: a != b),
-    "lt": _compare(lambda a, b: a < b),
-    "le": _compare(lambda a, b: a <= b),
-    "gt": _compare(lambda a, b: a > b),
-    "ge": _compare(lambda a, b: a >= b),
-    "eq_null_safe": _compare(lambda a, b: a.eqNullSafe(b)),
-    "and": _compare(lambda a, b: a & b),
-    "or": _compare(lambda a, b: a | b),
-    "not": lambda args, types, result: ~args[0],
-    "is_null": lambda args, types, result: args[0].isNull(),
-    "concat": lambda args, types, result: F.concat(*args),
-    "iso_text_to_unix_ms": _iso_text_to_unix_ms,
-    "unix_ms_to_iso_text": _unix_ms_to_iso_text,
-    "cast": _convert,
-}
