@@ -109,8 +109,7 @@ from streamctl.workflows.actions import (  # noqa: E402
     StopAssignment,
     agent_task_queue,
 )
-from streamctl.workflows.config import ReoptimizeTarget  # noqa: E402
-from streamctl.workflows.coordinator import CoordinatorConfig  # noqa: E402
+from streamctl.workflows.config import CoordinatorConfig, ReoptimizeTarget  # noqa: E402
 from streamctl.workflows.messages import Envelope, EventBatch  # noqa: E402
 from streamctl.workflows.reoptimization import (  # noqa: E402
     ReoptimizationWorkflow,
