@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from planner.test_null_semantics_spark import Col, Rows, close, run_batch, run_stream
+from planner.spark_runs import Col
+from planner.test_null_semantics_spark import Rows, close, run_batch, run_stream
 from streamctl.error_codes import INVALID_STATEMENT
 from streamctl.planner.binder import bind_query
 from streamctl.planner.catalog_lookup import MemoryCatalog

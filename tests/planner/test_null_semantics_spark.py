@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from planner.spark_runs import Col, bound_plan, plain, run_to_end
 from streamctl.planner.binder import bind_query
 from streamctl.planner.catalog_lookup import MemoryCatalog
 from streamctl.planner.parser import parse_query
@@ -38,19 +38,8 @@ from streamctl.spark.types import spark_schema
 pytestmark = pytest.mark.spark
 
 
-@dataclass(frozen=True)
-class Col:
-    name: str
-    type: str
-    nullable: bool = True
-
-
 Rows = list[tuple[Any, ...]]
 Sources = dict[str, tuple[list[Col], Rows]]
-
-
-def _plain(value: Any) -> Any:
-    return int(value) if isinstance(value, Decimal) else value
 
 
 def _spark_row(row: Sequence[Any], columns: Sequence[Col]) -> tuple[Any, ...]:
@@ -63,23 +52,21 @@ def _spark_row(row: Sequence[Any], columns: Sequence[Col]) -> tuple[Any, ...]:
 def run_batch(spark: Any, text: str, sources: Sources, tmp_path: Path) -> Rows:
     """The query's rows over in-memory batch frames (windows are computed on the whole input),
     sorted with NULLs first."""
-    lookup = MemoryCatalog({name: columns for name, (columns, _) in sources.items()})
-    bound = bind_query(parse_query(text), lookup)
+    query_plan = bound_plan(text, sources)
 
     def read_source(name: str) -> Any:
         columns, rows = sources[name]
         return spark.createDataFrame([_spark_row(r, columns) for r in rows], spark_schema(columns))
 
-    translated = build(bound.plan, spark, read_source, bounded=False, work_dir=tmp_path)
-    rows = [tuple(_plain(v) for v in row) for row in translated.dataframe.collect()]
+    translated = build(query_plan, spark, read_source, bounded=False, work_dir=tmp_path)
+    rows = [tuple(plain(v) for v in row) for row in translated.dataframe.collect()]
     return sorted(rows, key=_sort_key)
 
 
 def run_stream(spark: Any, text: str, sources: Sources, tmp_path: Path) -> Rows:
     """The query's rows as a bounded stream of CSV files (an empty field is NULL, as NebulaStream
     reads CSV), run to the end with ``availableNow``; sorted with NULLs first."""
-    lookup = MemoryCatalog({name: columns for name, (columns, _) in sources.items()})
-    bound = bind_query(parse_query(text), lookup)
+    query_plan = bound_plan(text, sources)
 
     def read_source(name: str) -> Any:
         columns, rows = sources[name]
@@ -89,20 +76,9 @@ def run_stream(spark: Any, text: str, sources: Sources, tmp_path: Path) -> Rows:
         (directory / "part.csv").write_text("".join(line + "\n" for line in lines))
         return spark.readStream.schema(spark_schema(columns)).csv(str(directory))
 
-    translated = build(bound.plan, spark, read_source, bounded=True, work_dir=tmp_path / "work")
+    translated = build(query_plan, spark, read_source, bounded=True, work_dir=tmp_path / "work")
     name = f"h8_{abs(hash((text, str(tmp_path)))) % 10**9}"
-    query = (
-        translated.dataframe.writeStream.format("memory")
-        .queryName(name)
-        .outputMode(translated.output_mode)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(120)
-    assert query.exception() is None
-    rows = [tuple(_plain(v) for v in row) for row in spark.sql(f"SELECT * FROM {name}").collect()]
-    spark.catalog.dropTempView(name)
+    rows = run_to_end(spark, translated, name, tmp_path / "checkpoint")
     return sorted(rows, key=_sort_key)
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import random
 import struct
-from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from planner.spark_runs import Col, bound_plan, plain, run_to_end
 from streamctl.error_codes import NOT_SUPPORTED
 from streamctl.nes_types import integer_range
 from streamctl.planner import plan
@@ -26,13 +26,6 @@ from streamctl.spark.types import spark_schema
 pytestmark = pytest.mark.spark
 
 INTEGERS = ["INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64"]
-
-
-@dataclass(frozen=True)
-class Col:
-    name: str
-    type: str
-    nullable: bool = True
 
 
 def _short(type_name: str) -> str:
@@ -81,25 +74,20 @@ def _spark_value(value: Any, type_name: str) -> Any:
     return Decimal(value) if type_name == "UINT64" else value
 
 
-def _plain(value: Any) -> Any:
-    return int(value) if isinstance(value, Decimal) else value
-
-
 def _run_batch(
     spark: Any,
     text: str,
     sources: dict[str, tuple[list[Col], list[tuple[Any, ...]]]],
     tmp_path: Path,
 ) -> list[Any]:
-    lookup = MemoryCatalog({name: columns for name, (columns, _) in sources.items()})
-    bound = bind_query(parse_query(text), lookup)
+    query_plan = bound_plan(text, sources)
 
     def read_source(name: str) -> Any:
         columns, rows = sources[name]
         return spark.createDataFrame(rows, spark_schema(columns))
 
-    translated = build(bound.plan, spark, read_source, bounded=False, work_dir=tmp_path)
-    return [tuple(_plain(v) for v in row) for row in translated.dataframe.collect()]
+    translated = build(query_plan, spark, read_source, bounded=False, work_dir=tmp_path)
+    return [tuple(plain(v) for v in row) for row in translated.dataframe.collect()]
 
 
 # ---- arithmetic ----------------------------------------------------------------------------
@@ -255,26 +243,15 @@ def _run_stream(
     *,
     bounded: bool = True,
 ) -> tuple[TranslatedQuery, list[tuple[Any, ...]]]:
-    lookup = MemoryCatalog({name: columns for name, (columns, _) in sources.items()})
-    bound = bind_query(parse_query(text), lookup)
+    query_plan = bound_plan(text, sources)
 
     def read_source(name: str) -> Any:
         columns, rows = sources[name]
         return _stream(spark, tmp_path / "sources" / name, columns, rows)
 
-    translated = build(bound.plan, spark, read_source, bounded=bounded, work_dir=tmp_path / "work")
+    translated = build(query_plan, spark, read_source, bounded=bounded, work_dir=tmp_path / "work")
     name = f"q{abs(hash(text)) % 10**8}_{len(list(tmp_path.iterdir()))}"
-    query = (
-        translated.dataframe.writeStream.format("memory")
-        .queryName(name)
-        .outputMode(translated.output_mode)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(120)
-    assert query.exception() is None
-    rows = [tuple(_plain(v) for v in row) for row in spark.sql(f"SELECT * FROM {name}").collect()]
+    rows = run_to_end(spark, translated, name, tmp_path / "checkpoint")
     return translated, sorted(rows)
 
 

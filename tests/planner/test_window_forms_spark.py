@@ -24,8 +24,6 @@ Rules used (see the docstrings of :mod:`streamctl.planner.binder` and
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +31,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from planner.spark_runs import Col, bound_plan, run_to_end
 from streamctl.error_codes import NOT_SUPPORTED
 from streamctl.planner.binder import bind_query
 from streamctl.planner.catalog_lookup import MemoryCatalog
@@ -40,18 +39,6 @@ from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
 from streamctl.spark.translate import build
 from streamctl.spark.types import spark_schema
-
-
-@dataclass(frozen=True)
-class Col:
-    name: str
-    type: str
-    nullable: bool = True
-
-
-def _plain(value: Any) -> Any:
-    return int(value) if isinstance(value, Decimal) else value
-
 
 _RUNS = [0]
 
@@ -68,8 +55,7 @@ def _run(
     windows are emitted only as the watermark (the latest event time) passes their end."""
     _RUNS[0] += 1
     base = tmp_path / f"run{_RUNS[0]}"
-    lookup = MemoryCatalog({name: columns for name, (columns, _) in sources.items()})
-    bound = bind_query(parse_query(text), lookup)
+    query_plan = bound_plan(text, sources)
 
     def read_source(name: str) -> Any:
         columns, rows = sources[name]
@@ -78,20 +64,9 @@ def _run(
         (directory / "part.csv").write_text("".join(row + "\n" for row in rows))
         return spark.readStream.schema(spark_schema(columns)).csv(str(directory))
 
-    translated = build(bound.plan, spark, read_source, bounded=bounded, work_dir=base / "work")
+    translated = build(query_plan, spark, read_source, bounded=bounded, work_dir=base / "work")
     name = f"window_forms_{_RUNS[0]}"
-    query = (
-        translated.dataframe.writeStream.format("memory")
-        .queryName(name)
-        .outputMode(translated.output_mode)
-        .option("checkpointLocation", str(base / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(120)
-    assert query.exception() is None
-    rows = [tuple(_plain(v) for v in row) for row in spark.sql(f"SELECT * FROM {name}").collect()]
-    spark.sql(f"DROP VIEW IF EXISTS {name}")
+    rows = run_to_end(spark, translated, name, base / "checkpoint")
     return sorted(rows, key=repr)
 
 
