@@ -102,9 +102,10 @@ TRANSITIONS: dict[tuple[QueryState, QueryTrigger], QueryState] = {
     (S.RUNNING, T.AGENT_LOST): S.RECOVERING,
     (S.RECOVERING, T.GIVE_UP): S.FAILED,
     # Its agent may have restarted and lost it: the start is sent again (agents start
-    # idempotently) with a new run; the state stays as it was.
+    # idempotently) with a new run, and the query is STARTING until the agent reports it
+    # running again; RUNNING would claim a Spark query that may no longer exist.
     (S.STARTING, T.AGENT_BACK): S.STARTING,
-    (S.RUNNING, T.AGENT_BACK): S.RUNNING,
+    (S.RUNNING, T.AGENT_BACK): S.STARTING,
 }
 """Every allowed transition of a query's current state."""
 
@@ -371,7 +372,8 @@ def move(row: QueryFields) -> Step:
 
 def rerun(row: QueryFields) -> Step:
     """``AGENT_BACK``: its agent registered again; the start is sent there again in a new
-    run (``run + 1``), the state stays."""
+    run (``run + 1``) and the query is ``STARTING`` on that agent until it reports the run
+    (a restarted agent has lost its Spark queries)."""
     step = _enter(row, T.AGENT_BACK)
     row.run += 1
     return step

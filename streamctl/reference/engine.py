@@ -68,7 +68,9 @@ def run_reference(
     ``rows_by_source`` gives each leaf's rows: a logical source under its name (as the plan's
     ``Scan.source`` spells it; a case-insensitive match is accepted), an inline source under
     its id (``inline:0``). A row holds plain Python values (``int``, ``float``, ``bool``,
-    ``str``, ``None``) in the order of the source's columns. Rows come back the same way, in
+    ``str``, ``None``) in the order of the source's columns; a large input may instead be
+    given as an Arrow table with the source's columns in order, of the Arrow types of their
+    NES types. Rows come back the same way, in
     the order of ``query_plan.output``, sorted (compare them as multisets).
 
     Raises :class:`ReferenceUnsupported` where the reference cannot tell NES's answer,
@@ -81,8 +83,12 @@ def run_reference(
     connection = duckdb.connect(":memory:", config={"threads": _THREADS})
     try:
         for key, leaf in leaves.items():
-            rows = _rows_for(key, leaf, rows_by_source)
-            arrow = _arrow_table(key, leaf.fields, rows)
+            given = _given_for(key, rows_by_source)
+            arrow = (
+                _renamed_table(key, leaf.fields, given)
+                if isinstance(given, pa.Table)
+                else _arrow_table(key, leaf.fields, list(given))
+            )
             connection.register(f"{tables[key]}_arrow", arrow)
             connection.execute(
                 f'CREATE TEMP TABLE "{tables[key]}" AS SELECT * FROM "{tables[key]}_arrow"'
@@ -113,17 +119,26 @@ def _translate_error(error: duckdb.Error) -> Exception:
     return error
 
 
-def _rows_for(
-    key: str,
-    leaf: plan.Scan | plan.InlineScan,
-    rows_by_source: Mapping[str, Iterable[Sequence[Any]]],
-) -> list[Sequence[Any]]:
+def _given_for(key: str, rows_by_source: Mapping[str, Any]) -> Any:
     if key in rows_by_source:
-        return list(rows_by_source[key])
+        return rows_by_source[key]
     matches = [name for name in rows_by_source if name.casefold() == key.casefold()]
     if len(matches) == 1:
-        return list(rows_by_source[matches[0]])
+        return rows_by_source[matches[0]]
     raise ValueError(f"no rows given for source {key!r} (given: {sorted(rows_by_source)})")
+
+
+def _renamed_table(key: str, fields: Sequence[plan.Field], table: Any) -> Any:
+    """A source given as an Arrow table (large inputs): its columns in the source's order,
+    each of the type the schema names, NULL only in nullable columns."""
+    if table.num_columns != len(fields):
+        raise ValueError(f"source {key!r}: {table.num_columns} columns, expected {len(fields)}")
+    for f, column in zip(fields, table.columns, strict=True):
+        if column.type != _ARROW_TYPES[f.type]:
+            raise ValueError(f"source {key!r} column {f.name}: {column.type}, expected {f.type}")
+        if column.null_count and not f.nullable:
+            raise ValueError(f"source {key!r} column {f.name} is NOT NULL, got NULL")
+    return table.rename_columns([column_name(i) for i in range(len(fields))])
 
 
 def _arrow_table(key: str, fields: Sequence[plan.Field], rows: list[Sequence[Any]]) -> Any:

@@ -123,3 +123,27 @@ def bench_chaos(
     print(json.dumps(result) if as_json else json.dumps(result, indent=2))
     if not result["ok"]:
         raise typer.Exit(1)
+
+
+@bench_app.command("exactness")
+def bench_exactness(
+    as_json: JsonOption = False,
+    rows: int = typer.Option(5_000_000, min=1, help="Rows of the generated file."),
+    keys: int = typer.Option(8, min=1, help="Distinct GROUP BY keys."),
+    seed: int = typer.Option(0, help="Seed of the data and of the kill time."),
+    kill_agent: bool = typer.Option(True, help="Run a second time with kill -9 of the agent."),
+    master: str = typer.Option("local[2]", help="Spark master of the agent."),
+) -> None:
+    """A windowed COUNT/SUM/MIN/MAX over a large file on Spark against the reference engine,
+    exactly; again with kill -9 of the agent in the middle."""
+    import asyncio
+
+    from streamctl.bench.exactness import ExactnessSettings, run_exactness
+
+    settings = ExactnessSettings(
+        rows=rows, keys=keys, seed=seed, kill_agent=kill_agent, master=master
+    )
+    result = asyncio.run(run_exactness(settings))
+    print(json.dumps(result) if as_json else json.dumps(result, indent=2))
+    if not result["exact"]:
+        raise typer.Exit(1)
