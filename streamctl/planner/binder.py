@@ -54,8 +54,10 @@ SUM, MIN, MAX, AVG and MEDIAN in a windowed query's select list. An aggregate's 
 expression over the window's input (``SUM(a * b)``); expressions around aggregates
 (``SUM(a) / COUNT(a)``, ``MAX(x) - MIN(x)``) and over START, END and the keys are a projection
 of the window's output. A WINDOW without aggregate functions outputs START, END and the GROUP
-BY keys: one row per non-empty window and key. Aggregates nested in aggregates, in WHERE or in
-HAVING are refused (HAVING names the select list's columns). What aggregates give over NULLs
+BY keys: one row per non-empty window and key. Aggregates nested in aggregates or in WHERE are
+refused. HAVING names the select list's columns and may use aggregates (query_api.md:
+``HAVING MAX(price) > FLOAT64(100.0) AND COUNT(*) >= UINT64(10)``), computed by the window
+whether or not the select list shows them. What aggregates give over NULLs
 is :mod:`streamctl.spark.translate`'s docstring; their nullability is :mod:`.types`'.
 
 Typing follows NebulaStream's C++ rules (:mod:`.types`). The binder is the query visitor
@@ -65,6 +67,8 @@ Typing follows NebulaStream's C++ rules (:mod:`.types`). The binder is the query
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -299,7 +303,8 @@ class _Binder(_ExpressionBinder):
             if select.having is not None:
                 raise _error(INVALID_STATEMENT, "HAVING needs a WINDOW clause", select.having)
             return self.projection(select.items, source, _Scope(source.columns, _describe(source)))
-        return self.window_aggregation(select, source, aggregate_calls)
+        having_calls = list(_aggregate_calls(select.having)) if select.having else []
+        return self.window_aggregation(select, source, aggregate_calls, having_calls)
 
     def projection(self, items: Sequence[ast.SelectItem], source: _Bound, scope: _Scope) -> _Bound:
         names = _Names()
@@ -358,7 +363,11 @@ class _Binder(_ExpressionBinder):
     # -- windows
 
     def window_aggregation(
-        self, select: ast.Select, source: _Bound, aggregate_calls: list[ast.FunctionCall]
+        self,
+        select: ast.Select,
+        source: _Bound,
+        aggregate_calls: list[ast.FunctionCall],
+        having_calls: Sequence[ast.FunctionCall] = (),
     ) -> _Bound:
         spec = select.window
         assert spec is not None
@@ -415,6 +424,18 @@ class _Binder(_ExpressionBinder):
             aggregates.append(aggregate)
             out_columns.append(column)
             aggregate_columns[call] = _column_expr(column)
+        # HAVING may use aggregates (query_api.md: ``HAVING MAX(price) > ... AND COUNT(*) >=
+        # ...``): one the select list computes is reused, another is computed as well and
+        # dropped after the filter.
+        select_calls = {_call_shape(call): aggregate_columns[call] for call in aggregate_calls}
+        for call in having_calls:
+            known = select_calls.get(_call_shape(call))
+            if known is None:
+                aggregate, column = self.aggregate(call, None, scope, qualifier, names, None)
+                aggregates.append(aggregate)
+                out_columns.append(column)
+                known = select_calls[_call_shape(call)] = _column_expr(column)
+            aggregate_columns[call] = known
         operator = ir.WindowAggregate(
             input=source.operator,
             window=window,
@@ -448,11 +469,48 @@ class _Binder(_ExpressionBinder):
                 error.column,
             ) from None
         if select.having is not None:
-            predicate = self.condition(
-                select.having, _Scope(projected.columns, "the select list"), "HAVING"
-            )
-            projected = _Bound(ir.Filter(projected.operator, predicate), projected.columns)
+            projected = self.having(select.having, projected, aggregate_columns, having_calls)
         return projected
+
+    def having(
+        self,
+        condition: ast.Expression,
+        projected: _Bound,
+        aggregate_columns: dict[ast.FunctionCall, ir.ColumnExpr],
+        having_calls: Sequence[ast.FunctionCall],
+    ) -> _Bound:
+        """Filter the select list's rows by ``condition``, which names the select list's
+        columns and may use aggregates: these are carried through the projection under
+        internal names, and projected away after the filter."""
+        if not having_calls:
+            predicate = self.condition(
+                condition, _Scope(projected.columns, "the select list"), "HAVING"
+            )
+            return _Bound(ir.Filter(projected.operator, predicate), projected.columns)
+        project = projected.operator
+        assert isinstance(project, ir.Project)
+        taken = {column.field.name for column in projected.columns}
+        carried: list[ir.NamedExpr] = []
+        in_having: dict[ast.FunctionCall, ir.ColumnExpr] = {}
+        for number, call in enumerate(having_calls):
+            window_column = aggregate_columns[call]
+            name = f"_HAVING_{number}"
+            while name in taken:
+                name = f"_{name}"
+            taken.add(name)
+            carried.append(ir.NamedExpr(name, window_column))
+            in_having[call] = ir.ColumnExpr(name, window_column.type, window_column.nullable)
+        extended = ir.Project(project.input, project.columns + tuple(carried))
+        scope = _Scope(projected.columns, "the select list", aggregates=in_having)
+        predicate = self.expression(condition, scope)
+        if predicate.type != "BOOLEAN":
+            raise _error(
+                TYPE_MISMATCH, f"the HAVING condition is {predicate.type}, not BOOLEAN", condition
+            )
+        kept = tuple(
+            ir.NamedExpr(column.field.name, _column_expr(column)) for column in projected.columns
+        )
+        return _Bound(ir.Project(ir.Filter(extended, predicate), kept), projected.columns)
 
     def time_column(
         self, spec: ast.WindowSpec, watermark: ast.Watermark | None, scope: _Scope
@@ -725,3 +783,20 @@ def _window(spec: ast.WindowSpec, watermark: ast.Watermark | None) -> ir.Window:
     lateness = 0 if watermark is None else watermark.delay.millis
     kind: ir.WindowKind = "tumbling" if slide == size else "sliding"
     return ir.Window(kind, size, slide, lateness)
+
+
+def _call_shape(node: object) -> object:
+    """An expression without its source positions: two spellings of one aggregate call
+    (``MAX(price)`` in the select list and in HAVING) have the same shape."""
+    if isinstance(node, tuple):
+        return tuple(_call_shape(part) for part in node)
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        return (
+            type(node).__name__,
+            tuple(
+                (f.name, _call_shape(getattr(node, f.name)))
+                for f in dataclasses.fields(node)
+                if f.name not in ("line", "column")
+            ),
+        )
+    return node

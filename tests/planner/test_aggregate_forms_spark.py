@@ -19,11 +19,12 @@ import pytest
 
 from planner.spark_runs import Col
 from planner.test_null_semantics_spark import Rows, close, run_batch, run_stream
-from streamctl.error_codes import INVALID_STATEMENT
+from streamctl.error_codes import INVALID_STATEMENT, TYPE_MISMATCH
 from streamctl.planner.binder import bind_query
 from streamctl.planner.catalog_lookup import MemoryCatalog
 from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
+from streamctl.reference import run_reference
 
 SOURCE = [Col("ts", "UINT64", False), Col("id", "INT32"), Col("a", "INT32"), Col("b", "INT32")]
 ROWS: Rows = [
@@ -213,3 +214,35 @@ def test_unnamed_aggregates_over_expressions_get_distinct_names(spark: Any, tmp_
         "S$COUNT",
     ]
     assert run_batch(spark, text, _sources(), tmp_path) == [(10, 5, 6, 1), (18, 6, 36, 3)]
+
+
+HAVING_QUERY = (
+    "SELECT id, MAX(a) AS top FROM s GROUP BY id WINDOW TUMBLING(ts, SIZE 1 SEC) "
+    "HAVING MAX(a) > INT32(1) AND COUNT(*) >= UINT64(2) INTO File()"
+)
+
+
+@pytest.mark.spark
+def test_having_uses_aggregates_shown_or_not(spark: Any, tmp_path: Path) -> None:
+    """query_api.md: ``HAVING MAX(price) > FLOAT64(100.0) AND COUNT(*) >= UINT64(10)`` filters
+    the aggregated rows; COUNT(*) is not in the select list and is not output."""
+    # [0, 1000): id 1 has a = 1, 2 (max 2, two rows): kept; id 2 has one row: dropped.
+    # [1000, 2000): id 2 has one row: dropped.
+    expected = [(1, 2)]
+    assert run_stream(spark, HAVING_QUERY, _sources(), tmp_path) == expected
+    query_plan = bind_query(parse_query(HAVING_QUERY), MemoryCatalog({"s": SOURCE})).plan
+    assert [f.name for f in query_plan.output] == ["S$ID", "S$TOP"]
+    assert run_reference(query_plan, {"s": ROWS}) == expected
+
+
+def test_having_refuses_what_is_no_condition() -> None:
+    for having, code in (("SUM(a)", TYPE_MISMATCH), ("MAX(SUM(a)) > 1", INVALID_STATEMENT)):
+        with pytest.raises(PlannerError) as refused:
+            bind_query(
+                parse_query(
+                    f"SELECT SUM(a) AS t FROM s WINDOW TUMBLING(ts, SIZE 1 SEC) HAVING {having} "
+                    "INTO File()"
+                ),
+                MemoryCatalog({"s": SOURCE}),
+            )
+        assert refused.value.code == code

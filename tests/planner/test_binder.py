@@ -337,10 +337,10 @@ def test_unknown_column_names_source_columns_and_position() -> None:
             "only GROUP BY keys",
         ),
         (
-            "SELECT SUM(id) AS s FROM stream WINDOW TUMBLING(timestamp, SIZE 1 SEC) "
-            "HAVING SUM(id) > UINT64(1) INTO File()",
+            "SELECT SUM(id) AS s FROM stream WHERE SUM(id) > UINT64(1) "
+            "WINDOW TUMBLING(timestamp, SIZE 1 SEC) INTO File()",
             NOT_SUPPORTED,
-            "HAVING",
+            "in WHERE",
         ),
         (
             "SELECT COUNT(t) FROM texts WINDOW TUMBLING(t, SIZE 1 SEC) INTO File()",
