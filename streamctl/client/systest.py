@@ -31,8 +31,15 @@ test file's own constructs are its business:
   and compares the rows with the expectation as a multiset
   (:mod:`streamctl.client.systest_compare`), or compares the error number with ``ERROR n``, or
   runs the ``====`` differential query and compares both results. Then it drops the query.
-* At the end of a file it drops the file's sinks and logical sources (``CASCADE``), so the next
-  file starts from an empty catalog.
+* Each run of a file has its own namespace (:mod:`streamctl.client.systest_names`): the logical
+  sources and sinks the file defines get a name unique to the run, in every statement that
+  names them, and its staged data and sink directories lie in a work directory of its own
+  (``<work root>/<file>-<tag>``). Outcomes name the objects as the file wrote them.
+* At the end of a file -- also when it failed midway -- the runner drops the sinks and logical
+  sources it created (``CASCADE``: their physical sources and queries with them), then every
+  query, sink and logical source of the stack that carries the run's names (one whose request
+  timed out after the coordinator carried it out), and removes its work directory. So files,
+  and repeated or concurrent invocations against one stack, never see each other's objects.
 
 Every query ends ``passed``, ``failed`` (with the difference or the error) or ``unsupported``
 (with a reason: a planner ``NOT_SUPPORTED`` answer, a source the runner cannot provide, or a
@@ -52,6 +59,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -62,6 +70,7 @@ from typing import Any
 from streamctl.client.client import CoordinatorClient
 from streamctl.client.systest_compare import Row, compare_rows, split_expected_row
 from streamctl.client.systest_files import Query, Statement, SystestFile, read_systest
+from streamctl.client.systest_names import Namespace
 from streamctl.error_codes import NES_ERROR_NUMBERS, NOT_SUPPORTED
 from streamctl.sink_files import (
     AnsweredSink,
@@ -203,6 +212,7 @@ class _FileRun:
     systest: SystestFile
     work_dir: Path
     testdata: Path
+    namespace: Namespace
     sinks: dict[str, AnsweredSink] = field(default_factory=dict)
     logical_sources: list[str] = field(default_factory=list)
     unbounded_sources: set[str] = field(default_factory=set)  # logical sources, casefolded
@@ -258,7 +268,9 @@ class SystestRunner:
         ``reported`` as it ends, and returned in file order."""
         ended = reported if reported is not None else []
         slug = re.sub(r"[^A-Za-z0-9_.-]", "_", systest.name)
-        run = _FileRun(systest, self.work_root / slug, root / "testdata")
+        namespace = Namespace()
+        work_dir = self.work_root / f"{slug}-{namespace.tag}"
+        run = _FileRun(systest, work_dir, root / "testdata", namespace)
         run.work_dir.mkdir(parents=True, exist_ok=True)
         slots = asyncio.Semaphore(self.jobs)
         tasks: list[asyncio.Task[Outcome]] = []
@@ -294,6 +306,7 @@ class SystestRunner:
                 detail = f"the runner could not run it: {type(error).__name__}: {error}"
                 outcome = Outcome(run.systest.name, query.line, query.index, "failed", detail)
             outcome.seconds = round(time.monotonic() - started, 2)
+            outcome.detail = run.namespace.plain(outcome.detail)
             return await self._reported(outcome, ended)
 
     # --- statements -----------------------------------------------------------------------
@@ -309,7 +322,7 @@ class SystestRunner:
             run.setup_errors.append(f"line {block.line}: {type(error).__name__}: {error}")
 
     async def _send_statement(self, run: _FileRun, block: Statement) -> None:
-        text = in_testdata(block.text, run.testdata)
+        text = in_testdata(run.namespace.rewrite(block.text), run.testdata)
         if _PHYSICAL_SOURCE.match(text):
             path = self._attachment(run, block)
             if path is not None and _statement_type(text) == "TCP":
@@ -358,8 +371,9 @@ class SystestRunner:
         return None
 
     async def _clean_up(self, run: _FileRun) -> None:
-        """Drop what the file created, so the next file starts from an empty catalog; a
-        failure here is logged and never ends the run."""
+        """Drop what the file run created, then whatever else carries its names, and remove
+        its work directory (module docstring); a failure here is logged and never ends the
+        run."""
         for server in run.servers:
             server.close()
         drops: list[m.Request] = [
@@ -367,10 +381,33 @@ class SystestRunner:
         ]
         drops += [m.DropLogicalSource(name, cascade=True) for name in run.logical_sources]
         for drop in drops:
-            try:
-                await self.client.ask_response(drop)
-            except Exception as error:
-                log.warning("cleaning up after %s: %s failed: %s", run.systest.name, drop, error)
+            await self._drop(run, drop)
+        for drop in await self._left_behind(run):
+            await self._drop(run, drop)
+        shutil.rmtree(run.work_dir, ignore_errors=True)
+
+    async def _drop(self, run: _FileRun, drop: m.Request) -> None:
+        try:
+            await self.client.ask_response(drop)
+        except Exception as error:
+            log.warning("cleaning up after %s: %s failed: %s", run.systest.name, drop, error)
+
+    async def _left_behind(self, run: _FileRun) -> list[m.Request]:
+        """Drops for the queries, sinks and logical sources of the stack that carry the run's
+        names but were not dropped yet."""
+        owns = run.namespace.owns
+        try:
+            queries = await self.client.ask(m.ListQueries())
+            sinks = await self.client.ask(m.ListSinks())
+            sources = await self.client.ask(m.ListLogicalSources())
+        except Exception as error:
+            log.warning("cleaning up after %s: cannot list: %s", run.systest.name, error)
+            return []
+        return [
+            *(m.DropQuery(q["id"]) for q in queries if owns(q["statement"]) or owns(q["sink"])),
+            *(m.DropSink(sink["name"], cascade=True) for sink in sinks if owns(sink["name"])),
+            *(m.DropLogicalSource(s["name"], cascade=True) for s in sources if owns(s["name"])),
+        ]
 
     # --- queries --------------------------------------------------------------------------
 
@@ -426,7 +463,7 @@ class SystestRunner:
         self, run: _FileRun, text: str, expected_rows: int | None = None
     ) -> tuple[list[Row], list[str]]:
         """Create the query, wait for its end, read its rows, drop it."""
-        statement = m.ExecuteStatement(in_testdata(text, run.testdata))
+        statement = m.ExecuteStatement(in_testdata(run.namespace.rewrite(text), run.testdata))
         response = await self.client.ask_response(statement)
         if not response.ok:
             raise _Refused(str(response.error_code), str(response.error_message))

@@ -2,8 +2,13 @@
 done of all selected, on a terminal), a table per folder, and the closing ``N passed, N failed,
 N unsupported`` line (``--json``: one JSON object instead).
 
-The runner's client holds the payload key of the stack in ``state_dir`` (the one ``streamctl
-systest`` starts there, or the user's), so it reads the answers that stack encrypts. The run
+The run uses the files directory and the payload key of the stack it runs on
+(:func:`stack_files`): the ones ``<state dir>/stack.json`` records for a stack that ``streamctl
+up`` started there (the one ``streamctl systest`` starts itself, or the user's with
+``--address``). Each file stages its data in a work directory of its own under that files
+directory, the one directory every stack lets file sources and sinks use, and the runner's
+client holds the key, so it reads the answers that stack encrypts. A state dir whose stack runs
+at another address is refused (exit 2) rather than used with the wrong directory and key. The run
 always ends with its summary: a coordinator that cannot be reached fails every query with the
 reason instead of ending in a traceback.
 """
@@ -15,6 +20,7 @@ import json
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -30,6 +36,7 @@ from rich.table import Table
 
 from streamctl import config
 from streamctl.client.client import CoordinatorClient
+from streamctl.client.frontend import EXIT_USAGE
 from streamctl.client.systest import (
     Outcome,
     Summary,
@@ -40,8 +47,45 @@ from streamctl.client.systest import (
     select,
 )
 from streamctl.client.systest_files import SystestFile
+from streamctl.worker.supervisor import read_stack
 
 MARKS = {"passed": "[green]✓[/]", "failed": "[red]✗[/]", "unsupported": "[yellow]-[/]"}
+
+
+@dataclass(frozen=True)
+class StackFiles:
+    """Where a stack lets the runner stage files, and the keys of its encrypted answers."""
+
+    files_dir: Path
+    payload_keys: tuple[bytes, ...]
+
+
+class OtherStack(Exception):
+    """The state dir belongs to a stack at another address."""
+
+
+def stack_files(address: str, state_dir: Path) -> StackFiles:
+    """The files directory and payload keys of the stack at ``address``: those of the stack
+    ``state_dir/stack.json`` describes (its recorded files directory, else ``<its state
+    dir>/files``); without a ``stack.json`` (a coordinator not started by ``up``) those of
+    ``state_dir`` itself. :class:`OtherStack` if ``stack.json`` names another address."""
+    info = read_stack(state_dir)
+    if info is None:
+        return StackFiles(config.files_dir(state_dir), config.payload_keys(state_dir))
+    if _endpoint(info.address) != _endpoint(address):
+        raise OtherStack(
+            f"the stack in {state_dir} runs at {info.address}, not at {address}; pass the "
+            "state dir of the stack at that address with --state-dir"
+        )
+    stack_dir = Path(info.state_dir)
+    files = Path(info.files_dir) if info.files_dir else config.files_dir(stack_dir)
+    return StackFiles(files, config.payload_keys(stack_dir))
+
+
+def _endpoint(address: str) -> tuple[str, str]:
+    host, _, port = address.strip().rpartition(":")
+    host = host.strip("[]").lower()
+    return ("127.0.0.1" if host in ("localhost", "::1", "") else host), port
 
 
 def run_systest_command(
@@ -54,6 +98,11 @@ def run_systest_command(
     state_dir: Path,
     console: Console,
 ) -> int:
+    try:
+        stack = stack_files(address, state_dir)
+    except OtherStack as error:
+        Console(stderr=True).print(f"[red]{escape(str(error))}")
+        return EXIT_USAGE
     selected = select(find_files(paths), groups or None)
     progress = Progress(
         TextColumn("[bold]systest"),
@@ -78,14 +127,14 @@ def run_systest_command(
     started = time.monotonic()
     # Staged ATTACH data and sink directories go in the stack's files directory, the one file
     # root every stack allows (the coordinator refuses paths outside its file roots).
-    files = config.files_dir(state_dir)
+    files = stack.files_dir
     files.mkdir(parents=True, exist_ok=True)
     with (
         progress,
         tempfile.TemporaryDirectory(prefix="systest-", dir=files) as work,
     ):
         summary = asyncio.run(
-            _run(address, workflow_id, selected, jobs, Path(work), report, state_dir)
+            _run(address, workflow_id, selected, jobs, Path(work), report, stack.payload_keys)
         )
     if as_json:
         print(json.dumps({**summary.as_json(), "seconds": round(time.monotonic() - started, 1)}))
@@ -102,13 +151,11 @@ async def _run(
     jobs: int,
     work: Path,
     report: Callable[[Outcome], None],
-    state_dir: Path,
+    payload_keys: tuple[bytes, ...],
 ) -> Summary:
     client: CoordinatorClient | None = None
     try:
-        client = CoordinatorClient(
-            address, workflow_id=workflow_id, payload_keys=config.payload_keys(state_dir)
-        )
+        client = CoordinatorClient(address, workflow_id=workflow_id, payload_keys=payload_keys)
         await client.connect()
     except Exception as error:
         if client is not None:

@@ -66,6 +66,9 @@ class StackInfo:
     """Without its password (:func:`~streamctl.secret_options.redact_url`)."""
     state_dir: str
     agent_pids: list[int] = field(default_factory=list)
+    files_dir: str = ""
+    """Where the stack's processes stage files (``STREAMCTL_FILES_DIR``, else ``<state
+    dir>/files``), for clients that put files there (``systest``); empty in older files."""
 
 
 def read_stack(state_dir: Path) -> StackInfo | None:
@@ -245,6 +248,7 @@ class Supervisor:
             catalog_url=redact_url(self.catalog_url),
             state_dir=str(self.state_dir),
             agent_pids=[a.pid for a in self.agents],
+            files_dir=str(settings.files_dir(self.state_dir)),
         )
         _write_private(self.state_dir / STACK_FILE, json.dumps(asdict(info), indent=2))
 
