@@ -5,8 +5,9 @@ differ (imports pyspark; the planner itself never does).
   (computed on 64-bit two's complement, then reduced to the type's width); ``/`` truncates
   toward zero and ``%`` takes the dividend's sign; UINT64 (carried as ``DECIMAL(20,0)``)
   wraps modulo 2^64; conversions between integer types wrap; a float converted to an integer
-  truncates toward zero. An integer division or modulo by zero yields NULL (NebulaStream's
-  behaviour is undefined there).
+  truncates toward zero. An integer division or modulo by a non-null zero fails the query
+  (``nes-docs/null_handling.md``, "Division and Modulo": it throws an ``ArithmeticalError``);
+  by a NULL it is NULL.
 * **Float arithmetic is IEEE**: FLOAT32 operations are computed in double and rounded to
   single precision, which gives the single-precision result exactly; division by zero gives
   an infinity or NaN instead of Spark's NULL.
@@ -155,9 +156,16 @@ def _divide(args: list[Column], types: list[str], result: str) -> Column:
         return F.when(b == 0, by_zero).otherwise(a / b).cast(spark_type(result))
     if result == "UINT64":
         exact_multiple = a.cast(T.DecimalType(21, 0)) - (a % b)
-        return (exact_multiple / b).cast(spark_type(result))
+        return _unless_zero(b, (exact_multiple / b).cast(spark_type(result)), "division")
     quotient = F.call_function("div", to_long_bits(a, result), to_long_bits(b, result))
-    return _from_long_bits(quotient, result)
+    return _unless_zero(b, _from_long_bits(quotient, result), "division")
+
+
+def _unless_zero(divisor: Column, value: Column, what: str) -> Column:
+    """``value``, or a query failure where the integer divisor is a non-null zero (NES throws
+    an ArithmeticalError, null_handling.md); Spark evaluates ``raise_error`` only there."""
+    failure = F.raise_error(F.lit(f"ArithmeticalError: integer {what} by zero"))
+    return F.when(divisor == 0, failure).otherwise(value)
 
 
 def _modulo(args: list[Column], types: list[str], result: str) -> Column:
@@ -166,8 +174,9 @@ def _modulo(args: list[Column], types: list[str], result: str) -> Column:
         a, b = a.cast(T.DoubleType()), b.cast(T.DoubleType())
         return F.when(b == 0, F.lit(math.nan)).otherwise(a % b).cast(spark_type(result))
     if result == "UINT64":
-        return (a % b).cast(spark_type(result))
-    return _from_long_bits(to_long_bits(a, result) % to_long_bits(b, result), result)
+        return _unless_zero(b, (a % b).cast(spark_type(result)), "modulo")
+    remainder = _from_long_bits(to_long_bits(a, result) % to_long_bits(b, result), result)
+    return _unless_zero(b, remainder, "modulo")
 
 
 def _negate(args: list[Column], types: list[str], result: str) -> Column:
