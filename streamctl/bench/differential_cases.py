@@ -448,6 +448,8 @@ def _window_query(c: Chooser, source: Source, placeholder: str) -> tuple[str, li
     counts = [a.split(" AS ")[1] for a in aggregates if a.startswith("COUNT")]
     if counts and c.chance(20):
         having = f" HAVING {c.choice(counts)} > UINT64({c.integer(0, 2)})"
+    elif c.chance(4):  # an aggregate in HAVING, as query_api.md's example writes it
+        having = f" HAVING COUNT(*) >= UINT64({c.integer(1, 3)})"
     items = ", ".join(["start", "end", *keys, *aggregates])
     query = f"SELECT {items} FROM {placeholder}{where} {clauses.strip()}{having}"
     outputs = ["start", "end", *keys, *(a.split(" AS ")[1] for a in aggregates)]

@@ -147,3 +147,32 @@ def bench_exactness(
     print(json.dumps(result) if as_json else json.dumps(result, indent=2))
     if not result["exact"]:
         raise typer.Exit(1)
+
+
+@bench_app.command("differential")
+def bench_differential(
+    as_json: JsonOption = False,
+    cases: int = typer.Option(100, "--cases", min=1, help="Generated cases."),
+    seed: int = typer.Option(0, help="Seed of the case generator (the same seed, the same cases)."),
+    concurrency: int = typer.Option(8, min=1, help="Queries running at once on the agent."),
+    master: str = typer.Option("local[2]", help="Spark master of the agent."),
+    shrink: bool = typer.Option(True, help="Shrink the first disagreements to minimal cases."),
+    extra_shapes: bool = typer.Option(
+        True, help="Also stacked windows and 3-way joins (differential_cases.EXTRA_SHAPES)."
+    ),
+) -> None:
+    """Generated NebulaStream queries over generated data, run by the coordinator on Spark and
+    by the reference engine (DuckDB); rows compared as multisets. Exit 1 on a disagreement."""
+    import asyncio
+
+    from streamctl.bench.differential import DifferentialSettings, run_differential
+    from streamctl.bench.differential_cases import BASE_SHAPES, EXTRA_SHAPES
+
+    shapes = BASE_SHAPES + (EXTRA_SHAPES if extra_shapes else ())
+    settings = DifferentialSettings(
+        cases=cases, seed=seed, concurrency=concurrency, master=master, shrink=shrink, shapes=shapes
+    )
+    result = asyncio.run(run_differential(settings))
+    print(json.dumps(result, default=str) if as_json else json.dumps(result, indent=2, default=str))
+    if result["disagreed"]:
+        raise typer.Exit(1)
