@@ -69,7 +69,6 @@ Typing follows NebulaStream's C++ rules (:mod:`.types`). The binder is the query
 from __future__ import annotations
 
 import dataclasses
-
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
