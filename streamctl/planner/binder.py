@@ -25,7 +25,13 @@ case-insensitively; a source's column ``id`` is the field ``STREAM$ID`` (``strea
 aggregates, which keep their argument's qualifier (``SUM(value) AS s`` is ``STREAM$S``);
 an unnamed aggregate is ``<argument>_<FUNCTION>`` (``STREAM$VALUE_SUM``); window bounds are
 ``<qualifier>$START``/``$END`` (UINT64 milliseconds); a join's bounds are qualified by both
-inputs' qualifiers (``ST$START``).
+inputs' qualifiers (``ST$START``; three streams: ``STU$START``). A name resolves as
+NebulaStream's ``Schema::getFieldByName`` does (:func:`.scopes._matches`): an exact match
+first, else the first field of that name in schema order, so a column that joined sources or
+window outputs share is the left (first) input's, never an ambiguity error. A window may read
+the output of another window or join (stacked windows) with the inner START or END, or a
+joined source's timestamp, as its event time; other event times over such an output are
+refused (``NOT_SUPPORTED``, :mod:`.stacking`).
 
 Windows and grouping (nes-docs query_api.md "Stateful/Windowed Operators",
 watermarking_progress_window_triggering.md, null_handling.md; NebulaStream's grammar
@@ -82,7 +88,7 @@ from streamctl.error_codes import (
     UNKNOWN_SOURCE,
 )
 from streamctl.nes_types import INTEGER_TYPES, canonical_type
-from streamctl.planner import ast, sink_checks
+from streamctl.planner import ast, sink_checks, stacking
 from streamctl.planner import plan as ir
 from streamctl.planner.catalog_lookup import CatalogLookup
 from streamctl.planner.errors import PlannerError, _error
@@ -226,6 +232,9 @@ class _Binder(_ExpressionBinder):
             ),
         )
         query_plan = ir.QueryPlan(root)
+        # Stacked windows (a window over a window's or join's output) Spark cannot run are
+        # refused now, at create time, not when an agent starts the query.
+        stacking.analyze(query_plan.root)
         return BoundQuery(
             plan=query_plan,
             output_schema=tuple(target),

@@ -2,7 +2,8 @@
 
 :class:`_ExpressionBinder` binds an expression of the syntax tree in a scope
 (:mod:`.scopes`) into a typed plan expression (:mod:`.plan`): it resolves column names
-(ambiguous and unknown ones are errors naming the candidates), applies NebulaStream's typing
+(a name several inputs share resolves as NebulaStream resolves it, to the first; unknown
+ones are errors naming the candidates), applies NebulaStream's typing
 rules (:mod:`.types`), inserting explicit ``cast`` calls for its implicit conversions, and
 folds constants (:mod:`.folding`). The query binder (:mod:`.binder`) extends it.
 """
@@ -13,7 +14,6 @@ from collections.abc import Iterator
 from typing import Final
 
 from streamctl.error_codes import (
-    AMBIGUOUS_COLUMN,
     INVALID_STATEMENT,
     NOT_SUPPORTED,
     TYPE_MISMATCH,
@@ -24,7 +24,7 @@ from streamctl.planner import ast
 from streamctl.planner import plan as ir
 from streamctl.planner.errors import _error
 from streamctl.planner.folding import _bare_literal, _cast, _typed_literal
-from streamctl.planner.scopes import _Column, _column_expr, _fold, _qualifies, _Scope
+from streamctl.planner.scopes import _Column, _column_expr, _matches, _Scope
 from streamctl.planner.types import (
     _NUMERIC_TYPES,
     _common_numeric,
@@ -80,29 +80,11 @@ class _ExpressionBinder:
     # -- names
 
     def resolve(self, reference: ast.ColumnRef, scope: _Scope) -> _Column:
-        parts = reference.parts
-        matches: list[_Column] = []
-        if len(parts) == 1:
-            wanted = _fold(parts[0])
-            matches = [
-                c for c in scope.columns if _fold(c.name) == wanted or _fold(c.nes_name) == wanted
-            ]
-        elif len(parts) == 2:
-            matches = [
-                c
-                for c in scope.columns
-                if _fold(c.name) == _fold(parts[1]) and _qualifies(c, parts[:1])
-            ]
-        distinct = list({c.field.name: c for c in matches}.values())
-        if len(distinct) == 1:
-            return distinct[0]
-        if len(distinct) > 1:
-            candidates = ", ".join(c.nes_name.replace("$", ".") for c in distinct)
-            raise _error(
-                AMBIGUOUS_COLUMN,
-                f"column {reference.text!r} is ambiguous: it could be {candidates}; qualify it",
-                reference,
-            )
+        # NebulaStream's rule (scopes._matches): an exact qualified name, else the first field
+        # of that name in schema order; a name several inputs share is not an error.
+        matches = _matches(scope.columns, reference.parts)
+        if matches:
+            return matches[0]
         available = ", ".join(c.shown.replace("$", ".") for c in scope.columns)
         message = (
             f"unknown column {reference.text!r} in {scope.description}; columns are {available}"

@@ -120,3 +120,30 @@ def _describe(bound: _Bound) -> str:
 
 def _column_list(columns: Sequence[_Column]) -> str:
     return ", ".join(f"{c.nes_name} {c.field.type}" for c in columns)
+
+
+def _matches(columns: Sequence[_Column], parts: Sequence[str]) -> list[_Column]:
+    """The columns a reference ``parts`` names, the one NebulaStream picks first.
+
+    NebulaStream resolves a field name in an operator's input schema (``Schema::getFieldByName``
+    of its data-types module, used by the type inference of every field access): a fully
+    qualified name (``STREAM$ID``) matching exactly wins; otherwise every field whose name after
+    the qualifier (``STREAM$``) equals the name matches, and when several do -- a column shared
+    by joined sources (``ts`` of ``t`` and ``u``), or by a window's output and a join's -- it
+    logs "Ambiguous field name" and takes the *first* in schema order: a join's output lists
+    the left input's fields before the right's (after the window's START and END), so the left
+    (first-joined) source's column wins. Fields without a qualifier (aliases made by ``AS``)
+    match only exactly. ``q.name`` names ``Q$NAME`` (or a column of the relation aliased ``q``);
+    several of those (a source joined with itself) resolve to the first too. Nothing is
+    ambiguous: the binder follows this and never refuses a name as ambiguous."""
+    if len(parts) == 1:
+        wanted = _fold(parts[0])
+        exact = [c for c in columns if _fold(c.nes_name) == wanted]
+        found = exact or [c for c in columns if c.qualifier is not None and _fold(c.name) == wanted]
+    elif len(parts) == 2:
+        found = [
+            c for c in columns if _fold(c.name) == _fold(parts[1]) and _qualifies(c, parts[:1])
+        ]
+    else:
+        found = []
+    return list({c.field.name: c for c in found}.values())

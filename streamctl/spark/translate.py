@@ -36,9 +36,10 @@ Semantics it guarantees (NebulaStream's, where Spark's differ):
   A sliding window whose slide exceeds its size (gaps, which Spark's ``window()`` refuses) is
   assigned through Spark's windows of the size every gcd(size, slide) ms, keeping those that
   start at a multiple of the slide; when that would copy a row more than
-  :data:`_MAX_GAPPED_WINDOW_COPIES` times, through a tumbling window of the slide's length
-  minus the rows in its gap, which Spark emits only once the watermark passes the slide's end
-  (later on an unbounded stream, the same rows; bounded input flushes every window at its end).
+  :data:`streamctl.planner.stacking.MAX_GAPPED_WINDOW_COPIES` times, through a tumbling
+  window of the slide's length minus the rows in its gap, which Spark emits only once the
+  watermark passes the slide's end (later on an unbounded stream, the same rows; bounded
+  input flushes every window at its end).
 * **Bounded input** (``bounded=True``): every window is emitted when the input ends. Each
   window operator's input is unioned with a one-row *end-of-input marker* stream (a file
   stream over a per-query directory under ``work_dir``) whose event time is
@@ -48,10 +49,25 @@ Semantics it guarantees (NebulaStream's, where Spark's differ):
   then runs one more, data-less batch that emits the remaining windows. Requirement: bounded
   sources must deliver their rows in the first micro-batch (no ``maxFilesPerTrigger``-style
   rate limits), else rows after the marker's batch count as late.
+  Marker rows hold 0, FALSE or '' rather than NULL (:func:`_marker_value`), and each conjunct
+  of a join predicate over one side only is guarded by that side's window
+  (:meth:`_Translator.join_condition`): Spark pushes such filters, and those it infers
+  (``isnotnull(id)`` from ``id = id2``), into the side below its watermark, where they would
+  drop the marker and no window above the join would ever be emitted.
 * **Window joins** pair rows of both inputs that fall into the same window (by each side's
   own event-time column): both sides get a watermark (and, when bounded, their own marker),
   windows are assigned per side and the join condition includes window equality, so a pair
   is produced once per common window, as NebulaStream does.
+* **Stacked windows** (a window aggregation or join over another one's output, joins of three
+  or more streams) define no second watermark, which Spark refuses: the outer window takes
+  its time from a column Spark marks as event time and carries through the inner operator --
+  the inner window's struct when the outer time is its START or END, the join side's
+  timestamp when it is a joined source's event-time field -- assigned with Spark windows
+  shifted so that they hold exactly the rows whose NebulaStream value lies in
+  ``[start, start + size)`` (:mod:`streamctl.planner.stacking`, which also refuses at bind
+  time what has no such column). Spark's multiple stateful operators (append mode) pass the
+  sources' watermark through, so on bounded input the markers flush every level; a join side
+  that carries a timestamp up keeps its state until the query ends.
 """
 
 from __future__ import annotations
@@ -70,7 +86,7 @@ from pyspark.sql import types as T
 
 from streamctl.error_codes import INVALID_STATEMENT, NOT_SUPPORTED
 from streamctl.nes_types import INTEGER_TYPES, UNSIGNED_TYPES
-from streamctl.planner import plan
+from streamctl.planner import plan, stacking
 from streamctl.planner.errors import PlannerError
 from streamctl.spark.expressions import (
     TWO_TO_64,
@@ -100,8 +116,6 @@ MARKER_EVENT_TIME_MS: Final = 3_000_000_000_000_000
 _MARKER: Final = "nes#marker"
 _EVENT_TIME: Final = "nes#event_time"
 _WINDOW: Final = "nes#window"
-_MAX_GAPPED_WINDOW_COPIES: Final = 64
-"""A gapped sliding window is assigned exactly when each row is copied at most this often."""
 _ROW_COUNT: Final = "nes#rows"
 
 ReadSource = Callable[[str], DataFrame]
@@ -165,7 +179,7 @@ def build(
     # only the plan's operators are built under SPARK_CONF, one build at a time so that
     # concurrent builds on one session cannot see each other's temporary settings.
     inputs = _read_inputs(query_plan.root, read_source, read_inline)
-    translator = _Translator(session, inputs, bounded, Path(work_dir))
+    translator = _Translator(session, inputs, bounded, Path(work_dir), query_plan.root)
     with _CONF_LOCK, spark_conf(session):
         try:
             frame = translator.operator(query_plan.root)
@@ -201,23 +215,46 @@ def _read_inputs(
     return frames
 
 
-def _typed_null(type_name: str) -> Column:
-    return F.lit(None).cast(spark_type(type_name))
+def _marker_value(type_name: str) -> Column:
+    """A marker row's value for a column: never NULL (0, FALSE or the empty string), because
+    Spark pushes filters it infers from a join condition (``isnotnull(id)`` from ``id = id2``)
+    below the watermark, where a NULL would drop the marker before it moves the watermark."""
+    if type_name == "BOOLEAN":
+        value = F.lit(False)
+    elif type_name in ("CHAR", "VARSIZED"):
+        value = F.lit("")
+    else:
+        value = F.lit(0)
+    return value.cast(spark_type(type_name))
 
 
 class _Translator:
     def __init__(
-        self, session: SparkSession, inputs: dict[int, DataFrame], bounded: bool, work_dir: Path
+        self,
+        session: SparkSession,
+        inputs: dict[int, DataFrame],
+        bounded: bool,
+        work_dir: Path,
+        root: plan.Operator,
     ) -> None:
         self.session = session
         self.inputs = inputs
         self.bounded = bounded
         self.work_dir = work_dir
         self.marker_directories: list[Path] = []
+        # Which hidden event-time columns each operator carries up for stacked windows above
+        # (also refuses, as the binder did, what Spark cannot run).
+        self.stacking = stacking.analyze(root)
+
+    def carried(self, operator: plan.Operator) -> list[stacking.Carrier]:
+        """The hidden columns ``operator``'s output adds, in a stable order."""
+        return sorted(self.stacking.carry[self.stacking.position(operator)], key=_carrier_order)
 
     # -- operators
 
     def operator(self, operator: plan.Operator) -> DataFrame:
+        """``operator``'s rows, plus the hidden columns it carries (event-time columns a
+        stacked window above reads; operators pass them through)."""
         if isinstance(operator, plan.Scan | plan.InlineScan):
             return self.inputs[id(operator)].select(
                 *(
@@ -229,7 +266,8 @@ class _Translator:
             return self.operator(operator.input).filter(expression(operator.predicate))
         if isinstance(operator, plan.Project):
             return self.operator(operator.input).select(
-                *(expression(c.expr).alias(c.name) for c in operator.columns)
+                *(expression(c.expr).alias(c.name) for c in operator.columns),
+                *(column(c.name) for c in self.carried(operator)),
             )
         if isinstance(operator, plan.Union):
             left = self.operator(operator.left)
@@ -247,69 +285,114 @@ class _Translator:
         return self.window_join(operator)
 
     def windowed_input(
-        self, operator: plan.Operator, time_column: str, window: plan.Window, suffix: str
-    ) -> tuple[DataFrame, str]:
-        """The input of a window operator with event time, watermark, (marker) and window
-        assignment: adds the struct column returned, named ``nes#window<suffix>``."""
-        frame = self.operator(operator)
-        time_type = next(f.type for f in operator.fields if f.name == time_column)
-        event_ms = to_long_bits(column(time_column), time_type)
+        self,
+        owner: plan.WindowAggregate | plan.WindowJoin,
+        side: str,
+        operator: plan.Operator,
+        time_column: str,
+    ) -> tuple[DataFrame, str, int]:
+        """The input ``operator`` (``side`` of the window operator ``owner``) with event time,
+        watermark, (marker) and window assignment: adds the struct column returned, named
+        ``nes#window`` (``nes#window#<side>`` for a join's side), and returns the shift of
+        the time windows were assigned from (:mod:`streamctl.planner.stacking`): windows
+        start at ``k * slide`` ms plus ``shift`` us. Keeps the hidden columns ``operator``
+        carries, and the event time when a window above reads it (a join side's)."""
+        window = owner.window
+        # An aggregation's input keeps the names it always had (its state's key schema).
+        suffix = "" if side == "input" else f"#{side}"
+        position = self.stacking.position(owner)
+        carrier = self.stacking.time[(position, side)]
+        keep = self.stacking.keep[(position, side)]
+        passed = [c for c in self.carried(operator) if c != carrier]
         event_time = _EVENT_TIME + suffix
-        if self.bounded:
-            frame = frame.withColumn(_MARKER, F.lit(False)).unionByName(
-                self.marker_rows(operator.fields)
+        if carrier is None:
+            frame = self.operator(operator)
+            time_type = next(f.type for f in operator.fields if f.name == time_column)
+            event_ms = to_long_bits(column(time_column), time_type)
+            if self.bounded:
+                frame = frame.withColumn(_MARKER, F.lit(False)).unionByName(
+                    self.marker_rows(operator.fields)
+                )
+                event_ms = F.when(column(_MARKER), F.lit(MARKER_EVENT_TIME_MS)).otherwise(event_ms)
+            frame = frame.withColumn(event_time, F.timestamp_millis(event_ms))
+            frame = frame.withWatermark(
+                quoted(event_time), f"{window.allowed_lateness_ms} milliseconds"
             )
-            event_ms = F.when(column(_MARKER), F.lit(MARKER_EVENT_TIME_MS)).otherwise(event_ms)
-        frame = frame.withColumn(event_time, F.timestamp_millis(event_ms))
-        frame = frame.withWatermark(
-            quoted(event_time), f"{window.allowed_lateness_ms} milliseconds"
-        )
-        if self.bounded:
-            # The filter must be on the event-time column: Spark pushes filters on other
-            # columns below the watermark, where they would drop the marker too early.
-            marker_time = F.timestamp_millis(F.lit(MARKER_EVENT_TIME_MS))
-            frame = frame.filter(column(event_time) < marker_time).drop(_MARKER)
+            if self.bounded:
+                # The filter must be on the event-time column: Spark pushes filters on other
+                # columns below the watermark, where they would drop the marker too early.
+                marker_time = F.timestamp_millis(F.lit(MARKER_EVENT_TIME_MS))
+                frame = frame.filter(column(event_time) < marker_time).drop(_MARKER)
+            # A row without an event time belongs to no window (filters on the event-time
+            # column stay above the watermark).
+            frame = frame.filter(column(event_time).isNotNull())
+            shift = 0
+        else:
+            # A stacked window: no watermark of its own (Spark refuses a second one); the time
+            # is the marked column the window operator below carries up, whose watermark is
+            # the sources' (bounded sources' markers included).
+            frame = self.operator(operator)
+            carried = column(carrier.name)
+            frame = frame.withColumn(
+                event_time, F.window_time(carried) if carrier.kind == "struct" else carried
+            )
+            shift = carrier.shift_us
         window_name = _WINDOW + suffix
         size = f"{window.size_ms} milliseconds"
         slide = f"{window.slide_ms} milliseconds"
-        # A row without an event time belongs to no window (filters on the event-time column
-        # stay above the watermark).
-        frame = frame.filter(column(event_time).isNotNull())
-        window_start = F.col(f"{quoted(window_name)}.start")
+        offset = f"{shift % (window.slide_ms * 1000)} microseconds"
+        nes_start = _nes_ms(F.col(f"{quoted(window_name)}.start"), shift)
         keep_starts_at_slides = False
         if window.kind == "tumbling":
-            assigned = F.window(column(event_time), size)
+            assigned = F.window(column(event_time), size, size, offset)
         elif window.slide_ms > window.size_ms:
             # Gaps between windows, which Spark's window() refuses (slide > size); a row falls
             # into at most one window, the one starting at the last multiple of the slide.
             step = math.gcd(window.size_ms, window.slide_ms)
-            if window.size_ms // step <= _MAX_GAPPED_WINDOW_COPIES:
+            if stacking.struct_length_ms(window) == window.size_ms:
                 # Spark's windows of the size every gcd(size, slide) include every window that
                 # starts at a multiple of the slide: keep only those. Exact windows, emitted
                 # when the watermark passes their own end.
-                assigned = F.window(column(event_time), size, f"{step} milliseconds")
+                step_offset = f"{shift % (step * 1000)} microseconds"
+                assigned = F.window(column(event_time), size, f"{step} milliseconds", step_offset)
                 keep_starts_at_slides = True
             else:
                 # Too many copies per row: a tumbling window as long as the slide, minus the
                 # rows in its gap (size or more after its start); _window_bound reports the
                 # true end, but Spark emits the window only when the watermark passes the
                 # slide's end (same rows, later).
-                assigned = F.window(column(event_time), slide)
-                in_window = F.pmod(F.unix_millis(column(event_time)), F.lit(window.slide_ms))
+                assigned = F.window(column(event_time), slide, slide, offset)
+                event = _nes_ms(column(event_time), shift)
+                in_window = F.pmod(event, F.lit(window.slide_ms))
                 frame = frame.filter(in_window < F.lit(window.size_ms))
         else:
-            assigned = F.window(column(event_time), size, slide)
-        frame = frame.select(
-            *(column(f.name) for f in operator.fields), assigned.alias(window_name)
-        )
-        if keep_starts_at_slides:
-            at_slide = F.pmod(F.unix_millis(window_start), F.lit(window.slide_ms)) == F.lit(0)
-            frame = frame.filter(at_slide)
-        if window.kind == "sliding":
-            frame = frame.filter(
-                F.col(f"{quoted(window_name)}.start") >= F.timestamp_millis(F.lit(0))
+            assigned = F.window(column(event_time), size, slide, offset)
+        kept = [column(c.name) for c in passed]
+        if keep is not None:
+            kept.append(column(event_time).alias(keep.name))
+        window_struct = assigned.alias(window_name)
+        if kept:
+            # Spark takes one event-time column per stream: the carried one keeps its mark, the
+            # window struct loses it (a new struct of its fields), so this join side keeps its
+            # state until the query ends (stacking.analyze allows one carried column a side).
+            frame = frame.select(*(column(f.name) for f in operator.fields), *kept, window_struct)
+            window_struct = F.struct(
+                F.col(f"{quoted(window_name)}.start").alias("start"),
+                F.col(f"{quoted(window_name)}.end").alias("end"),
+            ).alias(window_name)
+            names = [*(c.name for c in passed), *([] if keep is None else [keep.name])]
+            frame = frame.select(
+                *(column(f.name) for f in operator.fields),
+                *(column(name) for name in names),
+                window_struct,
             )
-        return frame, window_name
+        else:
+            frame = frame.select(*(column(f.name) for f in operator.fields), window_struct)
+        if keep_starts_at_slides:
+            frame = frame.filter(F.pmod(nes_start, F.lit(window.slide_ms)) == F.lit(0))
+        if window.kind == "sliding":
+            frame = frame.filter(nes_start >= F.lit(0))
+        return frame, window_name, shift
 
     def marker_rows(self, fields: tuple[plan.Field, ...]) -> DataFrame:
         directory = self.work_dir / "end-of-input-markers" / str(len(self.marker_directories))
@@ -320,12 +403,12 @@ class _Translator:
         self.marker_directories.append(directory)
         stream = self.session.readStream.format("text").load(str(directory))
         return stream.select(
-            *(_typed_null(f.type).alias(f.name) for f in fields), F.lit(True).alias(_MARKER)
+            *(_marker_value(f.type).alias(f.name) for f in fields), F.lit(True).alias(_MARKER)
         )
 
     def window_aggregate(self, operator: plan.WindowAggregate) -> DataFrame:
-        frame, window_name = self.windowed_input(
-            operator.input, operator.time_column, operator.window, ""
+        frame, window_name, shift = self.windowed_input(
+            operator, "input", operator.input, operator.time_column
         )
         grouped = frame.groupBy(
             column(window_name), *(expression(key.expr).alias(key.name) for key in operator.keys)
@@ -333,36 +416,109 @@ class _Translator:
         columns = [_aggregate(a).alias(a.name) for a in operator.aggregates]
         # Spark needs one aggregate at least: a window without any counts its rows (unused).
         aggregated = grouped.agg(*(columns or [F.count(F.lit(1)).alias(_ROW_COUNT)]))
+        # Only this window's struct can be carried: nothing else passes an aggregation.
+        own = [column(window_name).alias(c.name) for c in self.carried(operator)]
         return aggregated.select(
-            _window_bound(window_name, "start", operator.window).alias(operator.start_field),
-            _window_bound(window_name, "end", operator.window).alias(operator.end_field),
+            _window_bound(window_name, "start", operator.window, shift).alias(operator.start_field),
+            _window_bound(window_name, "end", operator.window, shift).alias(operator.end_field),
             *(column(key.name) for key in operator.keys),
             *(wrap_value(column(a.name), a.type).alias(a.name) for a in operator.aggregates),
+            *own,
         )
 
     def window_join(self, operator: plan.WindowJoin) -> DataFrame:
-        left, left_window = self.windowed_input(
-            operator.left, operator.left_time_column, operator.window, "#left"
+        left, left_window, left_shift = self.windowed_input(
+            operator, "left", operator.left, operator.left_time_column
         )
-        right, right_window = self.windowed_input(
-            operator.right, operator.right_time_column, operator.window, "#right"
+        right, right_window, right_shift = self.windowed_input(
+            operator, "right", operator.right, operator.right_time_column
         )
-        condition = column(left_window) == column(right_window)
+        if left_shift == right_shift:
+            # Equal window structs: Spark sees the window equality and drops old state.
+            condition = column(left_window) == column(right_window)
+        else:
+            # Windows assigned from differently shifted times (a stacked side): equal windows
+            # are equal NebulaStream starts.
+            condition = _window_bound(
+                left_window, "start", operator.window, left_shift
+            ) == _window_bound(right_window, "start", operator.window, right_shift)
         if operator.condition is not None:
-            condition = condition & expression(operator.condition)
+            condition = condition & self.join_condition(operator, left_window, right_window)
         joined = left.join(right, condition, "inner")
+        position = self.stacking.position(operator)
+        carried = self.carried(operator)
+        # What the sides carry (their own time included) passes; this join's window is the
+        # left side's struct.
+        passed = [column(c.name) for c in carried if c.producer != position or c.kind == "time"]
+        window_struct = [
+            column(left_window).alias(c.name)
+            for c in carried
+            if c.producer == position and c.kind == "struct"
+        ]
         return joined.select(
-            _window_bound(left_window, "start", operator.window).alias(operator.start_field),
-            _window_bound(left_window, "end", operator.window).alias(operator.end_field),
+            _window_bound(left_window, "start", operator.window, left_shift).alias(
+                operator.start_field
+            ),
+            _window_bound(left_window, "end", operator.window, left_shift).alias(
+                operator.end_field
+            ),
             *(column(f.name) for f in operator.left.fields),
             *(column(f.name) for f in operator.right.fields),
+            *passed,
+            *window_struct,
         )
 
+    def join_condition(
+        self, operator: plan.WindowJoin, left_window: str, right_window: str
+    ) -> Column:
+        """The join predicate, each conjunct over one side only guarded by that side's window:
+        Spark pushes such conjuncts into the side, and below its watermark (where they would
+        drop the end-of-input marker) unless they read the event time, as the window does."""
+        assert operator.condition is not None
+        left_names = {f.name for f in operator.left.fields}
+        right_names = {f.name for f in operator.right.fields}
+        result: Column | None = None
+        for conjunct in _conjuncts(operator.condition):
+            read = _columns_read(conjunct)
+            translated = expression(conjunct)
+            if read <= left_names:
+                translated = F.when(column(left_window).isNotNull(), translated)
+            elif read <= right_names:
+                translated = F.when(column(right_window).isNotNull(), translated)
+            result = translated if result is None else result & translated
+        assert result is not None
+        return result
 
-def _window_bound(window_name: str, bound: str, window: plan.Window) -> Column:
+
+def _conjuncts(predicate: plan.Expr) -> list[plan.Expr]:
+    if isinstance(predicate, plan.CallExpr) and predicate.function == "and":
+        return [part for arg in predicate.args for part in _conjuncts(arg)]
+    return [predicate]
+
+
+def _columns_read(expression_: plan.Expr) -> set[str]:
+    if isinstance(expression_, plan.ColumnExpr):
+        return {expression_.name}
+    if isinstance(expression_, plan.CallExpr):
+        return {name for arg in expression_.args for name in _columns_read(arg)}
+    return set()
+
+
+def _carrier_order(carrier: stacking.Carrier) -> str:
+    return carrier.name
+
+
+def _nes_ms(spark_time: Column, shift_us: int) -> Column:
+    """The NebulaStream milliseconds of a Spark time ``shift_us`` microseconds after them."""
+    micros = F.unix_micros(spark_time) - F.lit(shift_us)
+    return F.floor(micros / F.lit(1000)).cast(T.LongType())
+
+
+def _window_bound(window_name: str, bound: str, window: plan.Window, shift_us: int = 0) -> Column:
     """A window's start or end in UINT64 milliseconds; the end is always start + size (the
-    struct a gapped sliding window may be assigned ends a slide after its start)."""
-    start = F.unix_millis(F.col(f"{quoted(window_name)}.start"))
+    struct a gapped sliding window may be assigned ends a slide after its start). Windows
+    assigned from a shifted time (:mod:`.stacking`) start ``shift_us`` after their start."""
+    start = _nes_ms(F.col(f"{quoted(window_name)}.start"), shift_us)
     value = start if bound == "start" else start + F.lit(window.size_ms)
     return value.cast(spark_type("UINT64"))
 

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from planner.systest_files import queries_with_catalog, read_systest, suite_files
 from streamctl.error_codes import (
-    AMBIGUOUS_COLUMN,
     INVALID_STATEMENT,
     NOT_SUPPORTED,
     SINK_SCHEMA_MISMATCH,
@@ -303,12 +302,6 @@ def test_unknown_column_names_source_columns_and_position() -> None:
     [
         ("SELECT a FROM nowhere INTO File()", UNKNOWN_SOURCE, "unknown logical source"),
         ("SELECT id FROM stream INTO nowhere", UNKNOWN_SINK, "unknown sink"),
-        (
-            "SELECT ts FROM (SELECT * FROM t) INNER JOIN (SELECT * FROM u) ON tid = uid "
-            "WINDOW TUMBLING(ts, SIZE 1 SEC) INTO File()",
-            AMBIGUOUS_COLUMN,
-            "T.TS, U.TS",
-        ),
         ("SELECT t + n AS x FROM texts INTO File()", TYPE_MISMATCH, "needs a number"),
         ("SELECT id FROM stream WHERE id INTO File()", TYPE_MISMATCH, "not BOOLEAN"),
         ("SELECT t == n AS x FROM texts INTO File()", TYPE_MISMATCH, "cannot compare"),
