@@ -29,6 +29,7 @@ rerunning candidates concurrently.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import tempfile
 import time
@@ -201,12 +202,18 @@ class Runner:
     """Runs cases through a coordinator (on its agent) and the reference."""
 
     def __init__(
-        self, client: CoordinatorClient, directory: Path, concurrency: int, timeout_s: float
+        self,
+        client: CoordinatorClient,
+        directory: Path,
+        concurrency: int,
+        timeout_s: float,
+        log_path: Path | None = None,
     ) -> None:
         self.client = client
         self.directory = directory
         self.slots = asyncio.Semaphore(concurrency)
         self.timeout_s = timeout_s
+        self.log_path = log_path
 
     async def run_many(self, cases: Sequence[Case]) -> list[Outcome]:
         return list(await asyncio.gather(*(self.run(case) for case in cases)))
@@ -216,6 +223,10 @@ class Runner:
             started = time.monotonic()
             outcome = await self._run(case)
             outcome.seconds = round(time.monotonic() - started, 2)
+            if self.log_path is not None:  # one JSON line per case, as it ends
+                line = json.dumps({**outcome.as_json(), "seconds": outcome.seconds}, default=str)
+                with self.log_path.open("a", encoding="utf-8") as log:
+                    log.write(line + "\n")
             return outcome
 
     async def _run(self, case: Case) -> Outcome:
@@ -363,6 +374,8 @@ class DifferentialSettings:
     shrink: bool = True
     timeout_s: float = 300.0
     """Longest wait for one query to end."""
+    log_path: str | None = None
+    """A file that gets one JSON line per case as it ends (progress of long runs)."""
 
 
 async def run_cases(cases: Sequence[Case], settings: DifferentialSettings) -> dict[str, Any]:
@@ -380,17 +393,22 @@ async def run_cases(cases: Sequence[Case], settings: DifferentialSettings) -> di
             file_roots=(root,),
         ) as supervisor:
             client = await CoordinatorClient(supervisor.address).connect()
-            await _agent_alive(client, settings.timeout_s)
-            startup = time.monotonic() - started
-            runner = Runner(client, root, settings.concurrency, settings.timeout_s)
-            outcomes = await runner.run_many(cases)
-            summary = summarize(outcomes)
-            summary["startup_seconds"] = round(startup, 1)
-            summary["case_seconds"] = _quantiles([o.seconds for o in outcomes])
-            if settings.shrink:
-                disagreeing = [o for o in outcomes if o.status == DISAGREED][:3]
-                shrunk = [await shrink(runner, o) for o in disagreeing]
-                summary["shrunk"] = [o.as_json() for o in shrunk]
+            try:
+                await _agent_alive(client, settings.timeout_s)
+                startup = time.monotonic() - started
+                log = Path(settings.log_path) if settings.log_path else None
+                runner = Runner(client, root, settings.concurrency, settings.timeout_s, log)
+                outcomes = await runner.run_many(cases)
+                summary = summarize(outcomes)
+                summary["startup_seconds"] = round(startup, 1)
+                summary["case_seconds"] = _quantiles([o.seconds for o in outcomes])
+                if settings.shrink:
+                    disagreeing = [o for o in outcomes if o.status == DISAGREED][:3]
+                    shrunk = [await shrink(runner, o) for o in disagreeing]
+                    summary["shrunk"] = [o.as_json() for o in shrunk]
+            finally:
+                # the client's thread must not outlive the stack (it would retry forever)
+                await asyncio.to_thread(client.close, 1.0)
     summary["seconds"] = round(time.monotonic() - started, 1)
     summary["seed"] = settings.seed
     summary["shapes"] = list(settings.shapes)

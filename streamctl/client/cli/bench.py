@@ -160,17 +160,28 @@ def bench_differential(
     extra_shapes: bool = typer.Option(
         True, help="Also stacked windows and 3-way joins (differential_cases.EXTRA_SHAPES)."
     ),
+    log: str | None = typer.Option(None, help="Append one JSON line per case as it ends."),
 ) -> None:
     """Generated NebulaStream queries over generated data, run by the coordinator on Spark and
     by the reference engine (DuckDB); rows compared as multisets. Exit 1 on a disagreement."""
     import asyncio
+    import signal
+    import sys
 
     from streamctl.bench.differential import DifferentialSettings, run_differential
     from streamctl.bench.differential_cases import BASE_SHAPES, EXTRA_SHAPES
 
+    # A TERM ends the run like Ctrl-C, so the private stack's processes are stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     shapes = BASE_SHAPES + (EXTRA_SHAPES if extra_shapes else ())
     settings = DifferentialSettings(
-        cases=cases, seed=seed, concurrency=concurrency, master=master, shrink=shrink, shapes=shapes
+        cases=cases,
+        seed=seed,
+        concurrency=concurrency,
+        master=master,
+        shrink=shrink,
+        shapes=shapes,
+        log_path=log,
     )
     result = asyncio.run(run_differential(settings))
     print(json.dumps(result, default=str) if as_json else json.dumps(result, indent=2, default=str))
