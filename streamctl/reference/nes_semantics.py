@@ -275,15 +275,18 @@ def _double(value: str) -> str:
 # ---- scalar functions -------------------------------------------------------------------------
 
 
-def call(function: str, args: list[str], arg_types: list[str], result: str) -> str:
+def call(
+    function: str, args: list[str], arg_types: list[str], result: str, in_logic: bool = False
+) -> str:
     """The SQL of plan function ``function`` (see :data:`streamctl.planner.plan.FUNCTIONS`)
-    over operands ``args`` of NES types ``arg_types``, giving NES type ``result``."""
+    over operands ``args`` of NES types ``arg_types``, giving NES type ``result``;
+    ``in_logic``: the call is (within) an operand of ``AND``/``OR``."""
     if function in ("add", "sub", "mul"):
         return _arithmetic(function, args, result)
     if function == "div":
-        return _divide(args, result)
+        return _divide(args, result, in_logic)
     if function == "mod":
-        return _modulo(args, result)
+        return _modulo(args, result, in_logic)
     if function == "neg":
         if result in FLOAT_TYPES:
             return _float_result(f"-{_double(args[0])}", result)
@@ -344,7 +347,21 @@ def _arithmetic(function: str, args: list[str], result: str) -> str:
     return wrap_integer(f"({_bits(a, result)} {operator} {_bits(b, result)})", result)
 
 
-def _divide(args: list[str], result: str) -> str:
+_ZERO_IN_LOGIC: Final = (
+    "integer {} by zero in an operand of AND/OR: the NES docs do not say whether an operand is "
+    "evaluated when the other one decides the result (the product's Spark does not evaluate it)"
+)
+
+
+def _by_zero(what: str, in_logic: bool) -> str:
+    """An integer division/modulo by a non-null zero: the query fails (null_handling.md), but
+    within an operand of AND/OR whether NES evaluates it at all is left open."""
+    if in_logic:
+        return unsupported(_ZERO_IN_LOGIC.format(what))
+    return failure(f"integer {what} by zero (null_handling.md: ArithmeticalError)")
+
+
+def _divide(args: list[str], result: str, in_logic: bool = False) -> str:
     a, b = args
     if result in FLOAT_TYPES:
         return (
@@ -354,13 +371,12 @@ def _divide(args: list[str], result: str) -> str:
         )
     # HUGEINT division truncates toward zero; INT_MIN / -1 (undefined in C++) wraps.
     return (
-        f"(CASE WHEN {b} = 0 THEN "
-        f"{failure('integer division by zero (null_handling.md: ArithmeticalError)')} "
+        f"(CASE WHEN {b} = 0 THEN {_by_zero('division', in_logic)} "
         f"ELSE {wrap_integer(f'(CAST({a} AS HUGEINT) // CAST({b} AS HUGEINT))', result)} END)"
     )
 
 
-def _modulo(args: list[str], result: str) -> str:
+def _modulo(args: list[str], result: str, in_logic: bool = False) -> str:
     a, b = args
     if result in FLOAT_TYPES:
         # DuckDB's % on doubles is C's fmod: the result takes the dividend's sign.
@@ -370,8 +386,7 @@ def _modulo(args: list[str], result: str) -> str:
             f"ELSE {_float_result(f'({_double(a)} % {_double(b)})', result)} END)"
         )
     return (
-        f"(CASE WHEN {b} = 0 THEN "
-        f"{failure('integer modulo by zero (null_handling.md: ArithmeticalError)')} "
+        f"(CASE WHEN {b} = 0 THEN {_by_zero('modulo', in_logic)} "
         f"ELSE {wrap_integer(f'(CAST({a} AS HUGEINT) % CAST({b} AS HUGEINT))', result)} END)"
     )
 

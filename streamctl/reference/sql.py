@@ -258,7 +258,9 @@ class _Translator:
             relation = f"(SELECT *, {items} FROM {relation}) AS {self.alias()}"
         return relation, values
 
-    def expression(self, node: plan.Expr, env: Mapping[str, str], layers: _Layers) -> str:
+    def expression(
+        self, node: plan.Expr, env: Mapping[str, str], layers: _Layers, in_logic: bool = False
+    ) -> str:
         if isinstance(node, plan.ColumnExpr):
             if node.name not in env:
                 raise ReferenceUnsupported(f"column {node.name!r} is not an input column")
@@ -267,9 +269,11 @@ class _Translator:
             return nes.literal(node.value, node.type)
         if node in layers.names:
             return layers.names[node]
-        args = [self.expression(arg, env, layers) for arg in node.args]
+        in_logic = in_logic or node.function in ("and", "or")
+        args = [self.expression(arg, env, layers, in_logic) for arg in node.args]
         level = 1 + max((layers.levels.get(arg, 0) for arg in node.args), default=0)
-        sql = nes.call(node.function, args, [arg.type for arg in node.args], node.type)
+        types = [arg.type for arg in node.args]
+        sql = nes.call(node.function, args, types, node.type, in_logic)
         name = f"e{len(layers.names)}"
         layers.names[node] = name
         layers.levels[node] = level
