@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from streamctl.nes_text import Checksum, parse_value
-from streamctl.nes_types import STRING_TYPES
+from streamctl.nes_text import NULL_TEXT, Checksum, parse_value
+from streamctl.nes_types import STRING_TYPES, canonical_type
 
 __all__ = [
     "LATEST",
@@ -208,20 +208,29 @@ def read_file_sink_rows(spec: FileSink, query_name: str | None = None) -> list[t
     """
     if spec.type != "FILE":
         raise SinkFileError(f"{spec.type} sink {spec.name!r} is not a FILE sink")
-    types = [column["type"] for column in spec.schema]
-    names = [column["name"] for column in spec.schema]
+    types = [canonical_type(column["type"]) for column in spec.schema]
     lines = read_file_sink_lines(spec, query_name)
     if spec.config["format"] == "JSON":
-        return [_json_row(json.loads(line), names) for line in lines]
+        return [_json_row(json.loads(line), spec.schema) for line in lines]
     delimiter = spec.config["field_delimiter"]
     quoted = bool(spec.config["quote_strings"])
     return [
         tuple(
-            parse_value(t, text)
+            _csv_value(t, text, quoted)
             for t, text in zip(types, split_sink_line(line, types, delimiter, quoted), strict=True)
         )
         for line in lines
     ]
+
+
+def _csv_value(nes_type: str, text: str, quoted: bool) -> Any:
+    """A CSV field as written by a FILE sink: ``NULL`` is None; a string in quotes (sinks
+    with ``quote_strings``) loses them and ``""`` inside is ``"``."""
+    if quoted and nes_type in STRING_TYPES and text != NULL_TEXT:
+        if len(text) >= 2 and text[0] == text[-1] == '"':
+            return text[1:-1].replace('""', '"')
+        return text
+    return parse_value(nes_type, text)
 
 
 def split_sink_line(line: str, types: Sequence[str], delimiter: str, quoted: bool) -> list[str]:
@@ -251,9 +260,21 @@ def split_sink_line(line: str, types: Sequence[str], delimiter: str, quoted: boo
     ]
 
 
-def _json_row(value: Mapping[str, Any], names: Sequence[str]) -> tuple[Any, ...]:
-    """A JSON line of Spark's JSON writer as a tuple (a missing field is NULL)."""
-    return tuple(value.get(name) for name in names)
+def _json_row(value: Mapping[str, Any], schema: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
+    """A JSON line of a FILE sink as a tuple (:func:`streamctl.spark.sinks.nes_json_line`: a
+    nullable column's value is its CSV text as a JSON string, ``"NULL"`` for NULL -- so a
+    nullable ``VARSIZED`` value ``NULL`` reads as NULL, NES's format cannot tell them apart;
+    a missing key, as Spark's own JSON writer left it for NULL, is NULL too)."""
+    row = []
+    for column in schema:
+        item = value.get(column["name"])
+        nes_type = canonical_type(column["type"])
+        if isinstance(item, str) and column["nullable"] and item == NULL_TEXT:
+            item = None
+        elif isinstance(item, str) and nes_type not in STRING_TYPES:
+            item = parse_value(nes_type, item)
+        row.append(item)
+    return tuple(row)
 
 
 # --- CHECKSUM --------------------------------------------------------------------------------

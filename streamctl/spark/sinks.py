@@ -16,7 +16,9 @@ is exactly once when writing a batch twice has the effect of writing it once:
   in the sink's metadata log (``_spark_metadata``), committed once per batch id; files of
   failed attempts are never listed, and readers read only listed files. Exactly once. CSV is
   NebulaStream's text (:mod:`streamctl.nes_text`: no header, ``,``, ``NULL``, floats as
-  ``153.0``/``-1.826087``); JSON and Parquet are Spark's. Each query writes into
+  ``153.0``/``-1.826087``; strings in double quotes with ``"`` doubled when the sink quotes
+  strings); JSON one object per line as NES writes it (:func:`nes_json_line`); Parquet is
+  Spark's. Each query writes into
   ``<sink root>/<query name>`` (:func:`~streamctl.sink_files.sink_root`), since a Spark file
   sink owns its directory.
 * ``FILE`` (complete mode): each batch is the whole result; it is written to
@@ -80,6 +82,7 @@ __all__ = [
     "SnapshotWriter",
     "batch_writer",
     "nes_csv_line",
+    "nes_json_line",
     "postgres_connect_args",
     "read_file_sink",
     "start_batch_writer",
@@ -220,6 +223,16 @@ def nes_csv_line(spec: SinkSpec, *, delimiter: str = ",", quote_strings: bool = 
     UDF, because NES rounds like C's ``printf`` and Java's formatter rounds differently.
     """
     from pyspark.sql import functions as F
+
+    fields = [
+        F.coalesce(text, F.lit("NULL")) for text in _csv_fields(spec, quote_strings=quote_strings)
+    ]
+    return F.concat_ws(delimiter, *fields)
+
+
+def _csv_fields(spec: SinkSpec, *, quote_strings: bool) -> list[Column]:
+    """Each column's CSV text, NULL where the value is NULL."""
+    from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
 
     float_text = F.udf(_format_float_or_null, StringType(), useArrow=False)
@@ -232,19 +245,54 @@ def nes_csv_line(spec: SinkSpec, *, delimiter: str = ",", quote_strings: bool = 
         elif nes_type == "BOOLEAN":
             text = F.when(value, F.lit("true")).when(~value, F.lit("false"))
         elif nes_type in STRING_TYPES and quote_strings:
-            text = F.concat(F.lit('"'), value, F.lit('"'))
+            # RFC 4180: a quote inside is doubled, so the field reads back (also by our parser)
+            text = F.concat(F.lit('"'), F.regexp_replace(value, '"', '""'), F.lit('"'))
         else:
             text = value.cast("string")
-        fields.append(F.coalesce(text, F.lit("NULL")))
-    return F.concat_ws(delimiter, *fields)
+        fields.append(text)
+    return fields
+
+
+def _json_string(text: Column) -> Column:
+    """``text`` as a JSON string literal (quoted and escaped by Spark's JSON writer)."""
+    from pyspark.sql import functions as F
+
+    return F.regexp_extract(F.to_json(F.array(text)), r"(?s)^\[(.*)\]$", 1)
+
+
+def nes_json_line(spec: SinkSpec) -> Column:
+    """A string column: each row as one JSON object, keys the sink's column names in order.
+
+    nes-docs/null_handling.md, "Output Formatting": "NULL values are rendered as the string
+    `NULL` in both CSV and JSON output", with the example ``{"ts": 1, "temperature": "NULL",
+    ...}`` / ``{"ts": 2, "temperature": "25", ...}`` for ``ts UINT64 NOT NULL, temperature
+    INT32``. So a nullable column's value is a JSON string holding its CSV text (``"25"``,
+    ``"1.5"``, ``"true"``, ``"NULL"`` for NULL), a NOT NULL column's value is a JSON number,
+    boolean or string (a float NaN or infinity, which JSON numbers cannot be, as a string).
+    Floats are formatted as in CSV (six decimals at most, :func:`streamctl.nes_text.format_float`).
+    """
+    from pyspark.sql import functions as F
+
+    csv_text = _csv_fields(spec, quote_strings=False)
+    members = []
+    for column, text in zip(spec.schema, csv_text, strict=True):
+        nes_type = column["type"]
+        if column["nullable"] or nes_type in STRING_TYPES:
+            literal = _json_string(F.coalesce(text, F.lit("NULL")))
+        elif nes_type in FLOAT_TYPES:
+            literal = F.when(text.rlike("^-?[0-9]"), text).otherwise(_json_string(text))
+        else:
+            literal = text
+        members.append(F.lit(json.dumps(column["name"]) + ":"))
+        members.append(literal)
+        members.append(F.lit(","))
+    return F.concat(F.lit("{"), *members[:-1], F.lit("}"))
 
 
 def _line_frame(df: DataFrame, spec: SinkSpec) -> DataFrame:
     """One string column ``value`` with each row in the sink's text format."""
-    from pyspark.sql import functions as F
-
     if spec.config.get("format", "CSV") == "JSON":
-        line = F.to_json(F.struct(*(F.col(quote_identifier(c)) for c in df.columns)))
+        line = nes_json_line(spec)
     else:
         line = nes_csv_line(
             spec,
@@ -261,7 +309,7 @@ def _start_file_sink(
     frame: DataFrame, spec: SinkSpec, query_name: str, checkpoint_dir: str, available_now: bool
 ) -> StreamingQuery:
     directory = str(file_sink_directory(spec, query_name))
-    if spec.config["format"] == "CSV":
+    if spec.config["format"] in ("CSV", "JSON"):
         writer = _line_frame(frame, spec).writeStream.format("text")
     else:
         writer = frame.writeStream.format(spec.config["format"].lower())
@@ -294,7 +342,7 @@ class SnapshotWriter:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         snapshots = self.directory / SNAPSHOTS
         target = snapshots / f"batch-{batch_id:020d}"
-        if self.spec.config["format"] == "CSV":
+        if self.spec.config["format"] in ("CSV", "JSON"):
             _line_frame(batch, self.spec).write.mode("overwrite").text(str(target))
         else:
             writer = batch.write.mode("overwrite").format(self.spec.config["format"].lower())

@@ -9,8 +9,8 @@ logical source's columns with the Spark types of ``streamctl.spark.types``.
 How each source type is read:
 
 * ``FILE``: CSV and JSON tuples are read as text lines (Spark's text file source, the tuple
-  delimiter as line separator) and parsed here with NebulaStream's rules (see
-  :func:`parse_lines`); Parquet with Spark's Parquet source. A path naming a file is read
+  delimiter as line separator) and parsed here with NebulaStream's rules (see "Parsing"
+  below and :func:`parse_lines`); Parquet with Spark's Parquet source. A path naming a file is read
   once (bounded): it is given to Spark as a glob matching exactly that file. A directory is
   watched: files appearing in it later are read too (unbounded; write them elsewhere and move
   them in, as Spark requires).
@@ -35,6 +35,40 @@ checkpoint before running it and reads the same data again when the batch is rep
 restart. That holds only if the paths stay the same, so ``staging_dir`` must be stable across
 restarts of the query -- e.g. inside the query's checkpoint directory, on storage every agent
 that may run the query can reach.
+
+Parsing (CSV and JSON tuples). The documented rules are nes-docs/null_handling.md, "Input
+Parsing": "**CSV**: Only empty fields are interpreted as NULL for nullable columns" and
+"**JSON**: `null` and missing keys produce NULL for nullable columns"; the rest is what the
+docs leave open, decided as a NES user expects and stated here:
+
+* Tuples are split at the tuple delimiter first (``PARSER.TUPLE_DELIMITER``), so no field can
+  contain it, quoted or not. A CSV tuple is split at the field delimiter, not inside double
+  quotes when ``allow_delimiter_in_quotes`` (NES's ``ALLOW_COMMAS_IN_STRINGS``, default on);
+  then a field in double quotes loses them and ``""`` inside is one ``"`` (RFC 4180 quoting,
+  which is also what a CSV sink with ``QUOTE_STRINGS`` writes). Another number of fields than
+  the schema has fails the query.
+* Missing values: an empty CSV field, a JSON ``null`` or a missing JSON key is NULL, and fails
+  the query in a ``NOT NULL`` column. Nothing else is NULL: ``NULL`` or ``""`` (quoted empty)
+  in a CSV ``VARSIZED`` column is that text (the quoted empty field is how CSV writes an
+  empty string); in a JSON object ``""`` is an empty string.
+* Malformed values fail the query, in nullable columns too (only empty fields are NULL):
+  numbers and booleans are trimmed of white space and must then be complete -- integers
+  ``-?[0-9]+`` (unsigned: no sign) within their NES type, floats as ``12``, ``-1.5``,
+  ``1e3``, ``.5``, ``inf``, ``nan``, booleans ``true``/``false``/``1``/``0`` in any case;
+  ``CHAR`` is one character after trimming; ``VARSIZED`` is kept exactly (white space too).
+  So ``abc`` or ``300`` in a ``UINT8`` column, ``1.5`` in an ``INT32`` column, a blank
+  (white space only) numeric field are errors naming source, column and value.
+* JSON: each tuple is one JSON object (anything else fails the query). Keys match column names
+  exactly or else ignoring case (NES upper-cases unquoted identifiers: ``ts UINT64`` is column
+  ``TS`` and reads the key ``"ts"``); two keys differing only in case fail the query. A value
+  is taken as its text -- a string's characters, a number or boolean as written, a nested
+  object or array as its JSON text -- and parsed by the CSV rules of its column's type: a
+  nested value in a ``VARSIZED`` column is its JSON text, in any other column malformed; a
+  number in a ``VARSIZED`` column is its digits; a string holding a number (``"25"``) is read
+  as that number in a numeric column (NES parses the field's text); ``true`` in a numeric
+  column is malformed.
+* Parquet columns come typed; NULL in a ``NOT NULL`` column and integers outside their NES type
+  fail the query.
 """
 
 from __future__ import annotations
@@ -194,9 +228,8 @@ def _read_file(session: SparkSession, spec: SourceSpec, staging_dir: Path) -> Da
 
 
 def _text_lines(session: SparkSession, path: str, config: Mapping[str, Any]) -> DataFrame:
-    reader = session.readStream.format("text")
-    if config["tuple_delimiter"] != "\n":
-        reader = reader.option("lineSep", config["tuple_delimiter"])
+    # Always the tuple delimiter: Spark's default also ends lines at "\r", which NES does not.
+    reader = session.readStream.format("text").option("lineSep", config["tuple_delimiter"])
     return reader.load(path)
 
 
@@ -412,67 +445,95 @@ def parse_lines(
     """Typed columns from a DataFrame of text tuples (column ``value``), as NES parses them.
 
     ``parser`` overrides parser options of ``spec.config`` (generators always write CSV).
-
-    CSV: a tuple's fields are split at the field delimiter (not inside double quotes when
-    ``allow_delimiter_in_quotes``); a tuple with another number of fields than the schema
-    fails the query. Numbers and booleans are trimmed of white space and must be complete
-    (``12``, ``-3``, ``1.5e3``, ``inf``; ``true``/``false``/``1``/``0`` in any case) and within
-    their NES type; ``CHAR`` is one character after trimming; ``VARSIZED`` is kept exactly
-    (white space included) with one level of double quotes removed (``""`` inside is ``"``).
-    An empty field, or one that does not parse, is NULL in a nullable column and fails the
-    query in a NOT NULL column. Empty tuples are skipped.
-
-    JSON: one object per tuple; fields by column name; values outside their NES type are
-    handled like unparsable CSV fields.
+    The rules are those of the module docstring's "Parsing" section; empty tuples are skipped.
     """
     from pyspark.sql import functions as F
 
     options = {**spec.config, **(parser or {})}
     lines = lines.where(F.length(F.col("value")) > 0)
     if options["format"] == "JSON":
-        return _conform(_json_fields(lines, spec), spec)
+        return _json_fields(lines, spec).select(
+            *(
+                _parse_field(F.col(f"_f{position}"), column, spec, csv=False).alias(column["name"])
+                for position, column in enumerate(spec.schema)
+            )
+        )
     delimiter = _java_regex_literal(options["field_delimiter"])
-    if options["allow_delimiter_in_quotes"]:
-        delimiter += '(?=(?:[^"]*"[^"]*")*[^"]*$)'
     fields = F.split(F.col("value"), delimiter, -1)
+    if options["allow_delimiter_in_quotes"]:
+        # a delimiter followed by an even number of quotes is outside quotes; the look-ahead
+        # scans the rest of the tuple at every delimiter, so only tuples with quotes take it
+        outside = delimiter + '(?=(?:[^"]*"[^"]*")*[^"]*$)'
+        quoted_split = F.split(F.col("value"), outside, -1)
+        fields = F.when(F.col("value").contains('"'), quoted_split).otherwise(fields)
     expected = len(spec.schema)
-    checked = F.when(F.size(fields) == expected, fields).otherwise(
+    found = F.size(F.col("_fields"))
+    checked = F.when(found == expected, F.col("_fields")).otherwise(
         F.raise_error(
             F.concat(
                 F.lit(f"source {spec.id}: expected {expected} fields in tuple '"),
                 F.col("value"),
                 F.lit("', got "),
-                F.size(fields).cast("string"),
+                found.cast("string"),
             )
         )
     )
     quoted = bool(options["allow_delimiter_in_quotes"])
-    split = lines.select(checked.alias("_fields"))
+    split = lines.select(F.col("value"), fields.alias("_fields")).select(checked.alias("_fields"))
     return split.select(
         *(
-            _parse_field(F.col("_fields")[position], column, spec, quoted).alias(column["name"])
+            _parse_field(F.col("_fields")[position], column, spec, csv=True, quoted=quoted).alias(
+                column["name"]
+            )
             for position, column in enumerate(spec.schema)
         )
     )
 
 
 def _json_fields(lines: DataFrame, spec: SourceSpec) -> DataFrame:
+    """One text column ``_f<i>`` per schema column: the JSON value of its key as text (see the
+    module docstring), NULL for ``null`` or a missing key."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import MapType, StringType
 
-    parsed = F.from_json(F.col("value"), _input_schema(spec.schema), {"mode": "FAILFAST"})
-    return lines.select(parsed.alias("_tuple")).select(
-        *(F.col("_tuple")[column["name"]].alias(column["name"]) for column in spec.schema)
+    text_map = MapType(StringType(), StringType())
+    parsed = F.from_json(F.col("value"), text_map, {"mode": "FAILFAST"})
+    objects = lines.select(
+        F.when(parsed.isNotNull(), parsed)
+        .otherwise(
+            F.raise_error(
+                F.concat(
+                    F.lit(f"source {spec.id}: not a JSON object: '"), F.col("value"), F.lit("'")
+                )
+            ).cast(text_map)
+        )
+        .alias("_m")
+    )
+    # Keys match column names exactly or, failing that, ignoring case (NES upper-cases
+    # unquoted identifiers, so `ts UINT64` is column TS and reads the key "ts").
+    keyed = objects.select(
+        F.col("_m"), F.transform_keys(F.col("_m"), lambda key, _: F.upper(key)).alias("_u")
+    )
+    return keyed.select(
+        *(
+            F.when(
+                F.map_contains_key(F.col("_m"), F.lit(column["name"])),
+                F.try_element_at(F.col("_m"), F.lit(column["name"])),
+            )
+            .otherwise(F.try_element_at(F.col("_u"), F.lit(str(column["name"]).upper())))
+            .alias(f"_f{position}")
+            for position, column in enumerate(spec.schema)
+        )
     )
 
 
-def _invalid(spec: SourceSpec, column: Mapping[str, Any], raw: Column) -> Column:
+def _invalid(spec: SourceSpec, column: Mapping[str, Any], raw: Column, why: str) -> Column:
     from pyspark.sql import functions as F
 
     return F.raise_error(
         F.concat(
             F.lit(
-                f"source {spec.id}: column {column['name']!r} ({column['type']} NOT NULL) cannot "
-                "take '"
+                f"source {spec.id}: column {column['name']!r} ({column['type']}{why}) cannot take '"
             ),
             F.coalesce(raw.cast("string"), F.lit("NULL")),
             F.lit("'"),
@@ -481,16 +542,26 @@ def _invalid(spec: SourceSpec, column: Mapping[str, Any], raw: Column) -> Column
 
 
 def _accept(
-    value: Column, valid: Column, raw: Column, column: Mapping[str, Any], spec: SourceSpec
+    value: Column,
+    valid: Column,
+    missing: Column,
+    raw: Column,
+    column: Mapping[str, Any],
+    spec: SourceSpec,
 ) -> Column:
-    """``value`` where ``valid``; otherwise NULL (nullable column) or a query failure."""
+    """NULL where ``missing`` (a query failure in a NOT NULL column), ``value`` where
+    ``valid``, otherwise a query failure (a malformed value)."""
     from pyspark.sql import functions as F
 
     target = spark_type(column["type"])
-    accepted = F.when(F.coalesce(valid, F.lit(False)), value.cast(target))
-    if column["nullable"]:
-        return accepted
-    return accepted.otherwise(_invalid(spec, column, raw).cast(target))
+    absent = F.lit(None).cast(target)
+    if not column["nullable"]:
+        absent = _invalid(spec, column, raw, " NOT NULL").cast(target)
+    return (
+        F.when(missing, absent)
+        .when(F.coalesce(valid, F.lit(False)), value.cast(target))
+        .otherwise(_invalid(spec, column, raw, "").cast(target))
+    )
 
 
 _INTEGER_TEXT: Final = r"^-?[0-9]+$"
@@ -515,42 +586,46 @@ def _unquoted(field: Column) -> Column:
 
 
 def _parse_field(
-    field: Column, column: Mapping[str, Any], spec: SourceSpec, quoted: bool
+    field: Column, column: Mapping[str, Any], spec: SourceSpec, *, csv: bool, quoted: bool = False
 ) -> Column:
-    """One CSV field as a typed value (see :func:`parse_lines` for the rules)."""
+    """One field's text as a typed value (see the module docstring for the rules)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DecimalType
 
     nes_type = canonical_type(column["type"])
+    missing = (field == "") if csv else field.isNull()
     text = _unquoted(field) if quoted else field
     if nes_type == "VARSIZED":
-        return _accept(
-            text, field != "" if column["nullable"] else F.lit(True), field, column, spec
-        )
+        return _accept(text, F.lit(True), missing, field, column, spec)
     trimmed = F.regexp_replace(text, r"^\s+|\s+$", "")
     if nes_type == "CHAR":
-        return _accept(trimmed, F.length(trimmed) == 1, field, column, spec)
+        return _accept(trimmed, F.length(trimmed) == 1, missing, field, column, spec)
     if nes_type == "BOOLEAN":
         lowered = F.lower(trimmed)
         valid = lowered.isin("true", "false", "1", "0")
-        return _accept(lowered.isin("true", "1"), valid, field, column, spec)
+        return _accept(lowered.isin("true", "1"), valid, missing, field, column, spec)
     if nes_type in INTEGER_TYPES:
         pattern = _UNSIGNED_TEXT if nes_type in UNSIGNED_TYPES else _INTEGER_TEXT
         number = F.when(trimmed.rlike(pattern), trimmed).try_cast(DecimalType(38, 0))
-        return _accept(number, _in_range(number, nes_type), field, column, spec)
+        return _accept(number, _in_range(number, nes_type), missing, field, column, spec)
+    if not csv:  # Spark's JSON parser hands JSON's non-numeric numbers back quoted
+        trimmed = F.regexp_replace(trimmed, r'(?i)^"(-?(?:infinity|nan))"$', "$1")
     value = F.when(trimmed.rlike(_FLOAT_TEXT), trimmed).try_cast(spark_type(nes_type))
-    return _accept(value, value.isNotNull(), field, column, spec)
+    return _accept(value, value.isNotNull(), missing, field, column, spec)
 
 
 def _conform(frame: DataFrame, spec: SourceSpec) -> DataFrame:
-    """Range and NOT NULL checks on typed columns (JSON and Parquet input)."""
+    """Range and NOT NULL checks on typed columns (Parquet input): NULL stays NULL (a query
+    failure in a NOT NULL column), an integer outside its NES type fails the query."""
     from pyspark.sql import functions as F
 
     checked = []
     for column in spec.schema:
         value = F.col(column["name"])
-        valid = value.isNotNull()
+        valid = F.lit(True)
         if column["type"] in INTEGER_TYPES:
-            valid = valid & _in_range(value, column["type"])
-        checked.append(_accept(value, valid, value, column, spec).alias(column["name"]))
+            valid = _in_range(value, column["type"])
+        checked.append(
+            _accept(value, valid, value.isNull(), value, column, spec).alias(column["name"])
+        )
     return frame.select(*checked)

@@ -1,0 +1,271 @@
+"""CSV and JSON input and output against writers and parsers derived from the NES docs.
+
+Rules (nes-docs/null_handling.md, "Input Parsing" and "Output Formatting"; the rest as
+``streamctl/spark/sources.py`` and ``streamctl/spark/sinks.py`` state them):
+
+* CSV input: only an empty field is NULL; a string is written in double quotes with ``"``
+  doubled, so it may hold the field delimiter, quotes, or be empty (``""``).
+* JSON input: ``null`` and a missing key are NULL; keys match column names ignoring case.
+* CSV output: ``NULL`` for NULL, strings quoted when the sink quotes strings.
+* JSON output: NULL as the string ``"NULL"``; nullable columns as strings of their CSV text.
+
+Writers and parsers here are Python's ``csv`` and ``json`` modules configured that way, not the
+product's. The product's parsing and formatting run on batch DataFrames (the same column
+expressions the streaming query uses) to keep the hypothesis examples cheap; one test runs the
+whole streaming path, source file to sink file.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from connector_helpers import columns, file_sink, run_bounded, source
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from streamctl.spark.sinks import nes_csv_line, nes_json_line, read_file_sink
+from streamctl.spark.sources import parse_lines
+from streamctl.spark.types import spark_schema
+
+SCHEMA = (
+    "i8 INT8?",
+    "u64 UINT64?",
+    "i32 INT32",
+    "f64 FLOAT64?",
+    "b BOOLEAN?",
+    "c CHAR?",
+    "s VARSIZED?",
+    "t VARSIZED",
+)
+COLUMNS = columns(*SCHEMA)
+
+# Any character but the tuple delimiter "\n" (no field can hold it, quoted or not) and
+# surrogates (not UTF-8).
+TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n"), max_size=12)
+# Every example runs Spark jobs: few examples of many rows each, and no shrinking (which would
+# run hundreds of jobs; a failing example is printed as found).
+SETTINGS = settings(
+    max_examples=6,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+def nullable(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(st.none(), strategy)
+
+
+FIRST_SIX = [
+    nullable(st.integers(-(2**7), 2**7 - 1)),
+    nullable(st.integers(0, 2**64 - 1)),
+    st.integers(-(2**31), 2**31 - 1),
+    nullable(st.floats(allow_nan=False, width=64)),
+    nullable(st.booleans()),
+    nullable(st.characters(blacklist_categories=("Cs", "Zs", "Zl", "Zp", "Cc"))),
+]
+ROW = st.tuples(*FIRST_SIX, nullable(TEXT), TEXT)
+ROWS = st.lists(ROW, min_size=1, max_size=40)
+
+
+def csv_text(value: Any) -> str:
+    """A value as a CSV writer following the docs writes it (strings quoted, NULL empty)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace('"', '""') + '"'
+    return repr(value)
+
+
+def parse(spark: Any, lines: list[str], spec: Any) -> list[tuple[Any, ...]]:
+    frame = spark.createDataFrame([(line,) for line in lines], "value string")
+    rows = parse_lines(frame, spec).collect()
+    return [tuple(int(v) if type(v).__name__ == "Decimal" else v for v in row) for row in rows]
+
+
+def same(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> bool:
+    return sorted(map(repr, a)) == sorted(map(repr, b))
+
+
+@SETTINGS
+@given(rows=ROWS, delimiter=st.sampled_from([",", "|", ";", "\t"]))
+def test_csv_written_per_the_docs_reads_back_as_the_rows(
+    spark: Any, rows: list[tuple[Any, ...]], delimiter: str
+) -> None:
+    lines = [delimiter.join(csv_text(v) for v in row) for row in rows]
+    spec = source("INLINE", {"data": "", "field_delimiter": delimiter}, *SCHEMA)
+    assert same(parse(spark, lines, spec), rows)
+
+
+@SETTINGS
+@given(rows=ROWS, data=st.data())
+def test_json_written_per_the_docs_reads_back_as_the_rows(
+    spark: Any, rows: list[tuple[Any, ...]], data: st.DataObject
+) -> None:
+    lines = []
+    for row in rows:
+        obj: dict[str, Any] = {}
+        for column, value in zip(COLUMNS, row, strict=True):
+            # NULL as null or as a missing key; keys in the case the user wrote them
+            if value is None and data.draw(st.booleans()):
+                continue
+            key = column["name"]
+            obj[data.draw(st.sampled_from([key, key.upper()]))] = value
+        lines.append(json.dumps(obj, ensure_ascii=data.draw(st.booleans())))
+    spec = source("INLINE", {"data": "", "format": "JSON"}, *SCHEMA)
+    assert same(parse(spark, lines, spec), rows)
+
+
+def sink_lines(spark: Any, rows: list[tuple[Any, ...]], line: Any) -> list[str]:
+    """The sink's text of ``rows``, in order (UINT64 is a DECIMAL(20,0) in Spark)."""
+    typed = [(r[0], None if r[1] is None else Decimal(r[1]), *r[2:]) for r in rows]
+    frame = spark.createDataFrame(typed, spark_schema(COLUMNS)).coalesce(1)
+    return [row[0] for row in frame.select(line.alias("value")).collect()]
+
+
+def nes_float(value: float) -> float:
+    """What NES's six-decimal float text reads back as."""
+    return float(f"{value:.6f}")
+
+
+def expected_output(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(nes_float(v) if isinstance(v, float) else v for v in row)
+
+
+# Output strings without line breaks (a sink line is one tuple) and never the text NULL, which
+# Python's csv module cannot tell from the unquoted NULL once it dropped the quotes.
+OUT_TEXT = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), max_size=12
+).filter(lambda s: s != "NULL" and "\x0b" not in s and "\x0c" not in s and "\x1c" not in s)
+OUT_ROW = st.tuples(*FIRST_SIX, nullable(OUT_TEXT), OUT_TEXT)
+
+
+@SETTINGS
+@given(rows=st.lists(OUT_ROW, min_size=1, max_size=40), delimiter=st.sampled_from([",", "|"]))
+def test_csv_sink_output_parses_with_the_csv_module(
+    spark: Any, rows: list[tuple[Any, ...]], delimiter: str
+) -> None:
+    spec = file_sink(Path("/nonexistent"), *SCHEMA, quote_strings=True)
+    lines = sink_lines(spark, rows, nes_csv_line(spec, delimiter=delimiter, quote_strings=True))
+    reader = csv.reader(io.StringIO("\n".join(lines)), delimiter=delimiter, strict=True)
+    parsed = []
+    for fields in reader:
+        assert len(fields) == len(COLUMNS)
+        values: list[Any] = [None if f == "NULL" else f for f in fields]
+        for i in range(5):
+            if values[i] is not None:
+                values[i] = {
+                    0: int,
+                    1: int,
+                    2: int,
+                    3: float,
+                    4: lambda v: {"true": True, "false": False}[v],
+                }[i](values[i])
+        parsed.append(tuple(values))
+    assert same(parsed, [expected_output(row) for row in rows])
+
+
+@SETTINGS
+@given(rows=st.lists(ROW, min_size=1, max_size=40))
+def test_json_sink_output_parses_with_the_json_module(
+    spark: Any, rows: list[tuple[Any, ...]]
+) -> None:
+    spec = file_sink(Path("/nonexistent"), *SCHEMA, format="JSON")
+    for line, row in zip(sink_lines(spark, rows, nes_json_line(spec)), rows, strict=True):
+        obj = json.loads(line)
+        assert list(obj) == [column["name"] for column in COLUMNS]
+        for column, value in zip(COLUMNS, row, strict=True):
+            written = obj[column["name"]]
+            if not column["nullable"]:
+                assert written == value  # NOT NULL: a JSON number or string
+            elif value is None:
+                assert written == "NULL"
+            elif isinstance(value, bool):
+                assert written == ("true" if value else "false")
+            elif isinstance(value, float):
+                assert float(written) == nes_float(value)
+            else:
+                assert written == str(value)
+
+
+def test_files_through_streaming_queries_keep_the_rows(spark: Any, tmp_path: Path) -> None:
+    rows = [
+        (1, 2**64 - 1, -5, 1.5, True, "x", 'a,"b"|c', ""),
+        (None, None, 0, None, None, None, None, "NULL"),
+        (-128, 0, 7, -0.25, False, '"', "", 'comma, "quote"'),
+    ]
+    data = "\n".join(",".join(csv_text(v) for v in row) for row in rows) + "\n"
+    (tmp_path / "in.csv").write_text(data, encoding="utf-8")
+    csv_source = source("FILE", {"file_path": str(tmp_path / "in.csv")}, *SCHEMA)
+    for format_ in ("CSV", "JSON"):
+        options = {"quote_strings": True} if format_ == "CSV" else {}
+        sink = file_sink(tmp_path / format_, *SCHEMA, format=format_, **options)
+        run_bounded(spark, csv_source, sink, tmp_path, query_name=f"q{format_}")
+        assert same(read_file_sink(None, sink), rows)
+
+
+MALFORMED = [
+    # (column, text) -- nullable columns: only empty fields are NULL, anything else must parse
+    ("a INT32?", "abc"),
+    ("a INT32?", "1.5"),
+    ("a INT32?", "2147483648"),
+    ("a UINT8?", "256"),
+    ("a UINT8?", "-1"),
+    ("a UINT64?", "18446744073709551616"),
+    ("a INT32?", "   "),
+    ("a FLOAT64?", "1.2.3"),
+    ("a BOOLEAN?", "yes"),
+    ("a CHAR?", "ab"),
+    ("a INT32", ""),  # empty in a NOT NULL column
+]
+
+
+@pytest.mark.parametrize(("column", "text"), MALFORMED)
+def test_malformed_csv_values_fail_the_query(spark: Any, column: str, text: str) -> None:
+    spec = source("INLINE", {"data": ""}, column, "z INT32")  # two columns: "" is no empty line
+    with pytest.raises(Exception, match="column 'a'"):
+        parse(spark, [f"{text},1"], spec)
+
+
+JSON_MALFORMED = [
+    ("a INT32?", '{"a": "abc"}'),
+    ("a INT32?", '{"a": {"x": 1}}'),
+    ("a INT32?", '{"a": [1]}'),
+    ("a INT32?", '{"a": true}'),
+    ("a INT32?", '{"a": 1.5}'),
+    ("a INT32?", '{"a": ""}'),
+    ("a UINT8?", '{"a": 300}'),
+    ("a BOOLEAN?", '{"a": 2}'),
+    ("a INT32", '{"b": 1}'),  # missing key in a NOT NULL column
+    ("a INT32", '{"a": null}'),
+]
+
+
+@pytest.mark.parametrize(("column", "line"), JSON_MALFORMED)
+def test_malformed_json_values_fail_the_query(spark: Any, column: str, line: str) -> None:
+    spec = source("INLINE", {"data": "", "format": "JSON"}, column)
+    with pytest.raises(Exception, match="column 'a'"):
+        parse(spark, [line], spec)
+
+
+def test_json_values_of_other_types_as_the_docstring_states(spark: Any) -> None:
+    spec = source("INLINE", {"data": "", "format": "JSON"}, "a VARSIZED?", "n INT64?", "B BOOLEAN")
+    lines = [
+        '{"a": {"x": [1, "y"]}, "n": "25", "b": 1}',
+        '{"a": 12, "N": -3, "b": "TRUE"}',
+        '{"a": "", "b": false, "extra": {"ignored": 1}}',
+    ]
+    assert same(
+        parse(spark, lines, spec),
+        [('{"x":[1,"y"]}', 25, True), ("12", -3, True), ("", None, False)],
+    )
+    with pytest.raises(Exception, match=r"not a JSON object|Malformed"):
+        parse(spark, ["[1, 2]"], spec)
