@@ -22,8 +22,11 @@ Outcomes per case: ``agreed`` (equal rows, or the query ``FAILED`` where the ref
 (:class:`~streamctl.reference.ReferenceUnsupported`: the NES docs leave the answer open; the
 product does not run it), ``disagreed`` (with the case: query, schemas, rows, and the rows
 only one side has, or the product's error). ``refused_as_unsupported`` is the sum of the two
-refusals. :func:`shrink` makes a disagreeing case minimal by delta debugging over its rows,
-rerunning candidates concurrently.
+refusals. ``inconclusive``: the stack did not run the query (it did not end within the
+timeout, or an activity timed out on an overloaded machine); such a case runs once more at
+the end, and what stays inconclusive is counted apart, neither agreed nor disagreed.
+:func:`shrink` makes a disagreeing case minimal by delta debugging over its rows, rerunning
+candidates concurrently.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 import tempfile
 import time
 import uuid
@@ -70,6 +74,13 @@ AGREED: Final = "agreed"
 REFUSED_BY_PLANNER: Final = "refused_by_planner"
 REFUSED_BY_REFERENCE: Final = "refused_by_reference"
 DISAGREED: Final = "disagreed"
+INCONCLUSIVE: Final = "inconclusive"
+_INFRASTRUCTURE: Final = re.compile(
+    r"ScheduleToStart|StartToClose|timeout|AgentBusy|\[SPARK_LOST\]|\[CONTAINED\]|"
+    r"not finished within"
+)
+"""Product errors that say nothing about the query's semantics: the stack did not run it
+(an overloaded machine: activities timed out, the agent's Spark was lost)."""
 _TERMINAL: Final = frozenset({"FINISHED", "FAILED", "STOPPED"})
 REL_TOLERANCE: Final = 1e-5
 ABS_TOLERANCE: Final = 1.5e-6
@@ -171,6 +182,7 @@ def summarize(outcomes: Sequence[Outcome], details: int = 20) -> dict[str, Any]:
         "refused_by_planner": statuses[REFUSED_BY_PLANNER],
         "refused_by_reference": statuses[REFUSED_BY_REFERENCE],
         "disagreed": statuses[DISAGREED],
+        "inconclusive": statuses[INCONCLUSIVE],
         "failed_as_documented": sum(
             1 for o in outcomes if o.status == AGREED and o.product_state == "FAILED"
         ),
@@ -283,7 +295,9 @@ class Runner:
             if state != "FINISHED":
                 if expected_failure and state == "FAILED":
                     return Outcome(case, AGREED, expected_failure, product_state=state)
-                return Outcome(case, DISAGREED, f"product {state}: {error}", product_state=state)
+                reason = f"product {state}: {error}"
+                status = INCONCLUSIVE if _INFRASTRUCTURE.search(reason) else DISAGREED
+                return Outcome(case, status, reason, product_state=state)
             if expected_failure:
                 return Outcome(
                     case,
@@ -399,6 +413,12 @@ async def run_cases(cases: Sequence[Case], settings: DifferentialSettings) -> di
                 log = Path(settings.log_path) if settings.log_path else None
                 runner = Runner(client, root, settings.concurrency, settings.timeout_s, log)
                 outcomes = await runner.run_many(cases)
+                # a case the stack did not run (timeouts of an overloaded machine) runs again
+                again = [i for i, o in enumerate(outcomes) if o.status == INCONCLUSIVE]
+                for i, outcome in zip(
+                    again, await runner.run_many([outcomes[i].case for i in again]), strict=True
+                ):
+                    outcomes[i] = outcome
                 summary = summarize(outcomes)
                 summary["startup_seconds"] = round(startup, 1)
                 summary["case_seconds"] = _quantiles([o.seconds for o in outcomes])

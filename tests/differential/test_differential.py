@@ -87,9 +87,13 @@ async def test_generated_cases_agree_with_the_reference() -> None:
     summary = await run_cases(
         generated, DifferentialSettings(seed=seed, concurrency=8, shapes=SHAPES)
     )
-    figures = {k: summary[k] for k in ("cases", "agreed", "refused_as_unsupported", "disagreed")}
+    names = ("cases", "agreed", "refused_as_unsupported", "disagreed", "inconclusive")
+    figures = {k: summary[k] for k in names}
     print(f"random seed {seed}: {figures}, {summary['seconds']} s")
     assert summary["cases"] == FIXED_CASES + RANDOM_CASES
+    # a case the stack did not run (timeouts on an overloaded machine) proves nothing either
+    # way; it runs once more, and most cases must have been compared
+    assert summary["inconclusive"] <= summary["cases"] // 10, figures
     assert summary["disagreed"] == 0, json.dumps(
         {"random_seed": seed, "shrunk": summary.get("shrunk"), **summary}, indent=1, default=str
     )
