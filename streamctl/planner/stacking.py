@@ -28,6 +28,9 @@ Anything else (an aggregate, a GROUP BY key or a computed value of a window's ou
 outer event time, a UNION of windowed inputs) has no marked column in Spark:
 :func:`trace` raises ``NOT_SUPPORTED`` saying so, rather than compute a different answer.
 
+A stacked window defines no watermark of its own, so its ``WATERMARK`` delay has no effect:
+the sources' watermark flows through (on bounded input every window is emitted either way).
+
 Spark allows one marked column per input of a stateful operator. Every operator passes up the
 carried columns that some window above reads (:attr:`Stacking.carry`); a join side that must
 pass one (besides its window, whose mark the translation then drops: that side's state is kept
