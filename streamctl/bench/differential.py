@@ -231,15 +231,14 @@ class Runner:
         return list(await asyncio.gather(*(self.run(case) for case in cases)))
 
     async def run(self, case: Case) -> Outcome:
-        async with self.slots:
-            started = time.monotonic()
-            outcome = await self._run(case)
-            outcome.seconds = round(time.monotonic() - started, 2)
-            if self.log_path is not None:  # one JSON line per case, as it ends
-                line = json.dumps({**outcome.as_json(), "seconds": outcome.seconds}, default=str)
-                with self.log_path.open("a", encoding="utf-8") as log:
-                    log.write(line + "\n")
-            return outcome
+        started = time.monotonic()
+        outcome = await self._run(case)
+        outcome.seconds = round(time.monotonic() - started, 2)
+        if self.log_path is not None:  # one JSON line per case, as it ends
+            line = json.dumps({**outcome.as_json(), "seconds": outcome.seconds}, default=str)
+            with self.log_path.open("a", encoding="utf-8") as log:
+                log.write(line + "\n")
+        return outcome
 
     async def _run(self, case: Case) -> Outcome:
         prefix = f"d{uuid.uuid4().hex[:10]}"
@@ -260,10 +259,11 @@ class Runner:
                 return Outcome(case, REFUSED_BY_REFERENCE, error.reason)
             except NesQueryFailure as error:
                 expected_failure = error.reason
-        try:
-            return await self._product(case, names, bound, expected, expected_failure)
-        finally:
-            await self._drop(names)
+        async with self.slots:  # only the product's runs take a slot of the agent
+            try:
+                return await self._product(case, names, bound, expected, expected_failure)
+            finally:
+                await self._drop(names)
 
     async def _product(
         self,
