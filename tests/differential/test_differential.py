@@ -18,10 +18,20 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from streamctl.bench.differential import DifferentialSettings, compare_rows, run_cases
+from streamctl.bench.differential import (
+    DISAGREED,
+    DifferentialSettings,
+    Outcome,
+    compare_rows,
+    run_cases,
+    shrink,
+)
 from streamctl.bench.differential_cases import (
     BASE_SHAPES,
     EXTRA_SHAPES,
+    Case,
+    Column,
+    Source,
     bind_case,
     cases,
     generate_cases,
@@ -57,6 +67,23 @@ def test_compare_rows_takes_floats_as_the_sink_writes_them() -> None:
     written = [(0.333333, 0.0), (math.nan, math.inf)]
     assert compare_rows(expected, written, types) == ([], [])
     assert compare_rows([(math.inf, 1.0)], [(-math.inf, 1.0)], types) != ([], [])
+
+
+async def test_shrinking_keeps_only_the_rows_that_make_a_case_disagree() -> None:
+    # a stand-in product that disagrees whenever row (7, 70) is in the input
+    culprit = (7, 70)
+
+    class Planted:
+        async def run_many(self, batch: list[Case]) -> list[Outcome]:
+            return [
+                Outcome(c, DISAGREED if culprit in c.sources[0].rows else "agreed") for c in batch
+            ]
+
+    rows = tuple((i, i * 10) for i in range(20))
+    source = Source((Column("ts", "UINT64", False), Column("a1", "INT32")), rows)
+    case = Case("projection", (source,), "SELECT * FROM @S0@ INTO File()")
+    shrunk = await shrink(Planted(), Outcome(case, DISAGREED))  # type: ignore[arg-type]
+    assert shrunk.case.sources[0].rows == (culprit,)
 
 
 # --- the generator -----------------------------------------------------------------------------
