@@ -180,8 +180,11 @@ def _query_directories(spec: FileSink, query_name: str | None) -> list[Path]:
 
 
 def _text_lines(files: Iterable[Path]) -> Iterator[str]:
+    """The lines of text files whose lines end in ``\n`` (as Spark's text writer ends them;
+    ``str.splitlines`` would also split at ``\r``, ``\x85``, ``\u2028``... inside strings)."""
     for path in files:
-        yield from path.read_text(encoding="utf-8").splitlines()
+        text = path.read_bytes().decode("utf-8")  # not read_text: it turns "\r" into "\n"
+        yield from text.removesuffix("\n").split("\n") if text else ()
 
 
 def read_file_sink_lines(spec: FileSink, query_name: str | None = None) -> list[str]:
