@@ -186,8 +186,16 @@ def analyze(root: plan.Operator) -> Stacking:
         time_column: str,
         carry: frozenset[Carrier],
         keep: Carrier | None,
+        gapped: bool = False,
     ) -> None:
         carrier = trace(operator, time_column, result.position)
+        if carrier is not None and name != "input" and gapped:
+            # Found by the Spark-vs-reference property: such a join emitted nothing on Spark.
+            raise PlannerError(
+                NOT_SUPPORTED,
+                "a window join with gaps between its windows (ADVANCE BY larger than SIZE) over "
+                "the output of another window or join is not supported on Spark",
+            )
         result.time[(owner, name)] = carrier
         result.keep[(owner, name)] = keep
         if len(carry) + (keep is not None) > 1:
@@ -218,7 +226,8 @@ def analyze(root: plan.Operator) -> Stacking:
                 ("left", operator.left, operator.left_time_column),
                 ("right", operator.right, operator.right_time_column),
             ):
-                side(position, name, child, time_column, below(carry, child), own.get(name))
+                gapped = operator.window.slide_ms > operator.window.size_ms
+                side(position, name, child, time_column, below(carry, child), own.get(name), gapped)
 
     visit(root, frozenset())
     return result

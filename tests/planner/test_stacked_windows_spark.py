@@ -229,6 +229,11 @@ def test_three_streams_joined_in_a_chain(spark: Any, tmp_path: Path) -> None:
             "INTO File()",
             "not the join's own event-time field",
         ),
+        (
+            f"SELECT * FROM ({INNER}) INNER JOIN ({JOIN_AB}) ON c > id "
+            "WINDOW SLIDING(start, SIZE 500 MS, ADVANCE BY 1 SEC) INTO File()",
+            "gaps between its windows",
+        ),
     ],
 )
 def test_stacked_windows_without_a_faithful_spark_plan_are_refused(
