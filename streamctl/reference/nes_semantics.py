@@ -348,8 +348,9 @@ def _arithmetic(function: str, args: list[str], result: str) -> str:
 
 
 _ZERO_IN_LOGIC: Final = (
-    "integer {} by zero in an operand of AND/OR: the NES docs do not say whether an operand is "
-    "evaluated when the other one decides the result (the product's Spark does not evaluate it)"
+    "integer {} by zero where the NES docs do not say whether it is evaluated: in an operand "
+    "of AND/OR when the other one decides the result, or in an aggregate's argument (a row in "
+    "no window, an aggregate no output uses); the product's Spark does not evaluate those"
 )
 
 

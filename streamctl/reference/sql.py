@@ -158,8 +158,14 @@ class _Translator:
         source = self.operator(operator.input)
         env = _environment(operator.input.fields)
         arguments = [a.argument for a in operator.aggregates if a.argument is not None]
+        # An aggregate's argument by a zero divisor: whether NES evaluates it for a row of no
+        # window (a gap) or for an aggregate no output uses is left open (Spark prunes both).
+        first = len(operator.keys)
         relation, values = self.compute(
-            source, env, [k.expr for k in operator.keys] + arguments + [_time_expr(operator)]
+            source,
+            env,
+            [k.expr for k in operator.keys] + arguments + [_time_expr(operator)],
+            frozenset(range(first, first + len(arguments))),
         )
         keys = values[: len(operator.keys)]
         argument_values = iter(values[len(operator.keys) : -1])
@@ -245,13 +251,19 @@ class _Translator:
     # -- expressions
 
     def compute(
-        self, source: str, env: Mapping[str, str], expressions: Sequence[plan.Expr]
+        self,
+        source: str,
+        env: Mapping[str, str],
+        expressions: Sequence[plan.Expr],
+        open_failures: frozenset[int] = frozenset(),
     ) -> tuple[str, list[str]]:
         """A relation over ``source`` (whose columns ``env`` names by field) with every call
         of ``expressions`` computed into a column; returns it and each expression's SQL (a
         column or a constant)."""
         layers = _Layers()
-        values = [self.expression(e, env, layers) for e in expressions]
+        values = [
+            self.expression(e, env, layers, i in open_failures) for i, e in enumerate(expressions)
+        ]
         relation = f"{source} AS {self.alias()}"
         for level in sorted(layers.by_level):
             items = ", ".join(f"{sql} AS {name}" for name, sql in layers.by_level[level])
