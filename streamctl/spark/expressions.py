@@ -216,9 +216,20 @@ def _double_function(function: Callable[..., Column]) -> Callable[..., Column]:
     return apply
 
 
-def _compare(operation: Callable[[Column, Column], Column]) -> Callable[..., Column]:
+def _compare(
+    operation: Callable[[Column, Column], Column], nan_result: bool | None = None
+) -> Callable[..., Column]:
+    """A comparison; on floats IEEE's (C++): a NaN operand gives ``nan_result`` (false, true
+    for !=), where Spark orders NaN above every number and equal to itself."""
+
     def apply(args: list[Column], types: list[str], result: str) -> Column:
-        return operation(args[0], args[1])
+        a, b = args
+        compared = operation(a, b)
+        if nan_result is None or not any(_is_float(t) for t in types):
+            return compared
+        nan = F.isnan(a.cast(T.DoubleType())) | F.isnan(b.cast(T.DoubleType()))
+        present = a.isNotNull() & b.isNotNull()
+        return F.when(present & nan, F.lit(nan_result)).otherwise(compared)
 
     return apply
 
@@ -289,12 +300,12 @@ _CALLS: Final[dict[str, Callable[[list[Column], list[str], str], Column]]] = {
     "sqrt": _double_function(F.sqrt),
     "exp": _double_function(F.exp),
     "pow": _double_function(F.pow),
-    "eq": _compare(lambda a, b: a == b),
-    "ne": _compare(lambda a, b: a != b),
-    "lt": _compare(lambda a, b: a < b),
-    "le": _compare(lambda a, b: a <= b),
-    "gt": _compare(lambda a, b: a > b),
-    "ge": _compare(lambda a, b: a >= b),
+    "eq": _compare(lambda a, b: a == b, False),
+    "ne": _compare(lambda a, b: a != b, True),
+    "lt": _compare(lambda a, b: a < b, False),
+    "le": _compare(lambda a, b: a <= b, False),
+    "gt": _compare(lambda a, b: a > b, False),
+    "ge": _compare(lambda a, b: a >= b, False),
     "eq_null_safe": _compare(lambda a, b: a.eqNullSafe(b)),
     "and": _compare(lambda a, b: a & b),
     "or": _compare(lambda a, b: a | b),
