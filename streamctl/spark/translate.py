@@ -28,7 +28,8 @@ Semantics it guarantees (NebulaStream's, where Spark's differ):
   restored afterwards (builds on one session are serialised while it is changed). Sources are
   read before that, with the session's own settings. Under Spark Connect, analysis happens
   when the query starts: start it inside :func:`spark_conf`.
-* **Windows** use the event-time column (milliseconds) through ``timestamp_millis``; start
+* **Windows** use the event-time column (milliseconds ``e``) as the Spark time ``e`` ms plus
+  :data:`streamctl.planner.stacking.BASE_SHIFT_US` (windows are assigned shifted alike); start
   and end are UINT64 milliseconds; windows start at multiples of the slide from time 0
   (NebulaStream creates no windows before 0) and cover ``[start, start + size)``; rows
   without an event time join no window; each window is emitted once, when the watermark
@@ -314,7 +315,10 @@ class _Translator:
                     self.marker_rows(operator.fields)
                 )
                 event_ms = F.when(column(_MARKER), F.lit(MARKER_EVENT_TIME_MS)).otherwise(event_ms)
-            frame = frame.withColumn(event_time, F.timestamp_millis(event_ms))
+            # One microsecond after the millisecond (stacking.BASE_SHIFT_US): an event at 0
+            # would be "late" for a stateful operator above another one in the first batch.
+            event_us = event_ms * F.lit(1000) + F.lit(stacking.BASE_SHIFT_US)
+            frame = frame.withColumn(event_time, F.timestamp_micros(event_us))
             frame = frame.withWatermark(
                 quoted(event_time), f"{window.allowed_lateness_ms} milliseconds"
             )
@@ -326,7 +330,7 @@ class _Translator:
             # A row without an event time belongs to no window (filters on the event-time
             # column stay above the watermark).
             frame = frame.filter(column(event_time).isNotNull())
-            shift = 0
+            shift = stacking.BASE_SHIFT_US
         else:
             # A stacked window: no watermark of its own (Spark refuses a second one); the time
             # is the marked column the window operator below carries up, whose watermark is
