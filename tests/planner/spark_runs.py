@@ -4,7 +4,7 @@ its end, reading its rows back as plain Python values)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -15,6 +15,7 @@ from streamctl.planner.binder import bind_query
 from streamctl.planner.catalog_lookup import MemoryCatalog
 from streamctl.planner.parser import parse_query
 from streamctl.spark.translate import TranslatedQuery
+from streamctl.spark.types import spark_schema
 
 
 @dataclass(frozen=True)
@@ -53,3 +54,21 @@ def run_to_end(
     rows = [tuple(plain(v) for v in row) for row in spark.sql(f"SELECT * FROM {name}").collect()]
     spark.sql(f"DROP VIEW IF EXISTS {name}")
     return rows
+
+
+def csv_stream_reader(
+    spark: Any, directory: Path, sources: Mapping[str, tuple[Sequence[Col], Any]]
+) -> Callable[[str], Any]:
+    """A ``read_source`` for :func:`streamctl.spark.translate.build`: each source's rows
+    written as one CSV file under ``directory/<name>`` (``None`` as an empty field, as
+    NebulaStream reads NULL) and read back as a bounded stream with the source's schema."""
+
+    def read_source(name: str) -> Any:
+        columns, rows = sources[name]
+        folder = directory / name
+        folder.mkdir(parents=True, exist_ok=True)
+        lines = (",".join("" if v is None else str(v) for v in row) for row in rows)
+        (folder / "part.csv").write_text("".join(line + "\n" for line in lines))
+        return spark.readStream.schema(spark_schema(list(columns))).csv(str(folder))
+
+    return read_source

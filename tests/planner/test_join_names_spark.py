@@ -19,14 +19,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from planner.spark_runs import Col, bound_plan, run_to_end
+from planner.spark_runs import Col, bound_plan, csv_stream_reader, run_to_end
 from streamctl.planner import plan
 from streamctl.planner.binder import bind_query
 from streamctl.planner.catalog_lookup import MemoryCatalog
 from streamctl.planner.parser import parse_query
 from streamctl.reference import run_reference
 from streamctl.spark.translate import build
-from streamctl.spark.types import spark_schema
 
 STREAM = [Col("ts", "UINT64", False), Col("id", "INT32"), Col("x", "INT64")]
 CATALOG = MemoryCatalog({"a": list(STREAM), "b": list(STREAM), "c": list(STREAM)})
@@ -122,13 +121,7 @@ def test_resolution_over_joins_runs_alike_on_spark_and_the_reference(
     query_plan = bound_plan(text, sources)
     assert sorted(run_reference(query_plan, ROWS)) == expected
 
-    def read_source(name: str) -> Any:
-        directory = tmp_path / "sources" / name
-        directory.mkdir(parents=True, exist_ok=True)
-        lines = "".join(",".join(map(str, row)) + "\n" for row in ROWS[name])
-        (directory / "part.csv").write_text(lines)
-        return spark.readStream.schema(spark_schema(STREAM)).csv(str(directory))
-
+    read_source = csv_stream_reader(spark, tmp_path / "sources", sources)
     translated = build(query_plan, spark, read_source, bounded=True, work_dir=tmp_path / "work")
     rows = run_to_end(spark, translated, "join_names", tmp_path / "checkpoint")
     assert sorted(rows) == expected
@@ -150,13 +143,7 @@ def test_a_row_at_time_zero_passes_a_chain_of_joins(spark: Any, tmp_path: Path) 
     query_plan = bound_plan(text, sources)
     assert sorted(run_reference(query_plan, rows)) == expected
 
-    def read_source(name: str) -> Any:
-        directory = tmp_path / "sources" / name
-        directory.mkdir(parents=True, exist_ok=True)
-        lines = "".join(",".join(map(str, row)) + "\n" for row in rows[name])
-        (directory / "part.csv").write_text(lines)
-        return spark.readStream.schema(spark_schema(STREAM)).csv(str(directory))
-
+    read_source = csv_stream_reader(spark, tmp_path / "sources", sources)
     translated = build(query_plan, spark, read_source, bounded=True, work_dir=tmp_path / "work")
     rows_out = run_to_end(spark, translated, "join_at_zero", tmp_path / "checkpoint")
     assert sorted(rows_out) == expected

@@ -30,12 +30,11 @@ from typing import Any
 
 import pytest
 
-from planner.spark_runs import Col, bound_plan, run_to_end
+from planner.spark_runs import Col, bound_plan, csv_stream_reader, run_to_end
 from streamctl.error_codes import NOT_SUPPORTED
 from streamctl.planner.errors import PlannerError
 from streamctl.reference import run_reference
 from streamctl.spark.translate import build
-from streamctl.spark.types import spark_schema
 
 S = [Col("ts", "UINT64", False), Col("k", "INT32"), Col("v", "INT64")]
 STREAM = [Col("ts", "UINT64", False), Col("id", "INT32"), Col("x", "INT64")]
@@ -61,13 +60,7 @@ def _spark(spark: Any, text: str, tmp_path: Path) -> list[tuple[Any, ...]]:
     base = tmp_path / f"run{_RUNS[0]}"
     query_plan = bound_plan(text, SOURCES)
 
-    def read_source(name: str) -> Any:
-        columns, rows = SOURCES[name]
-        directory = base / "sources" / name
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "part.csv").write_text("".join(",".join(map(str, r)) + "\n" for r in rows))
-        return spark.readStream.schema(spark_schema(columns)).csv(str(directory))
-
+    read_source = csv_stream_reader(spark, base / "sources", SOURCES)
     translated = build(query_plan, spark, read_source, bounded=True, work_dir=base / "work")
     rows = run_to_end(spark, translated, f"stacked_{_RUNS[0]}", base / "checkpoint")
     return sorted(rows, key=repr)
