@@ -43,7 +43,7 @@ import signal
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -153,7 +153,7 @@ def compare(
 # --- running ---------------------------------------------------------------------------------
 
 
-async def _until(what: str, deadline: float, check: Any) -> Any:
+async def _until(what: str, deadline: float, check: Callable[[], Awaitable[Any]]) -> Any:
     while True:
         found = await check()
         if found:
