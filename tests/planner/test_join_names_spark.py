@@ -115,16 +115,9 @@ def test_resolution_over_joins_runs_alike_on_spark_and_the_reference(
         "WINDOW TUMBLING(ts, SIZE 2 SEC) INTO File()"
     )
     expected = [(0, 100, 1, 1, 300), (0, 100, 1, 1, 1100)]
-    sources: dict[str, tuple[list[Col], Any]] = {
-        name: (STREAM, rows) for name, rows in ROWS.items()
-    }
-    query_plan = bound_plan(text, sources)
-    assert sorted(run_reference(query_plan, ROWS)) == expected
-
-    read_source = csv_stream_reader(spark, tmp_path / "sources", sources)
-    translated = build(query_plan, spark, read_source, bounded=True, work_dir=tmp_path / "work")
-    rows = run_to_end(spark, translated, "join_names", tmp_path / "checkpoint")
-    assert sorted(rows) == expected
+    reference, on_spark = _on_reference_and_spark(spark, tmp_path, text, ROWS, "join_names")
+    assert reference == expected
+    assert on_spark == expected
 
 
 def test_a_row_at_time_zero_passes_a_chain_of_joins(spark: Any, tmp_path: Path) -> None:
@@ -139,11 +132,19 @@ def test_a_row_at_time_zero_passes_a_chain_of_joins(spark: Any, tmp_path: Path) 
         "WINDOW TUMBLING(ts, SIZE 50 MS) INTO File()"
     )
     expected = [(0, 0, 9, 24), (0, 43, 9, 24)]
-    sources: dict[str, tuple[list[Col], Any]] = {name: (STREAM, r) for name, r in rows.items()}
-    query_plan = bound_plan(text, sources)
-    assert sorted(run_reference(query_plan, rows)) == expected
+    reference, on_spark = _on_reference_and_spark(spark, tmp_path, text, rows, "join_at_zero")
+    assert reference == expected
+    assert on_spark == expected
 
+
+def _on_reference_and_spark(
+    spark: Any, tmp_path: Path, text: str, rows: dict[str, list[Any]], name: str
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """``text`` over ``rows`` (every source of schema STREAM): the reference's rows and Spark's
+    (bounded CSV streams run to the end), each sorted."""
+    sources: dict[str, tuple[list[Col], Any]] = {n: (STREAM, r) for n, r in rows.items()}
+    query_plan = bound_plan(text, sources)
+    reference = sorted(run_reference(query_plan, rows))
     read_source = csv_stream_reader(spark, tmp_path / "sources", sources)
     translated = build(query_plan, spark, read_source, bounded=True, work_dir=tmp_path / "work")
-    rows_out = run_to_end(spark, translated, "join_at_zero", tmp_path / "checkpoint")
-    assert sorted(rows_out) == expected
+    return reference, sorted(run_to_end(spark, translated, name, tmp_path / "checkpoint"))
