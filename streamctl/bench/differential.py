@@ -52,14 +52,19 @@ from streamctl.bench.differential_cases import (
     bind_case,
     generate_cases,
 )
+from streamctl.bench.query_runs import (
+    TERMINAL_STATES,
+    QueryWaitTimeout,
+    inline_sink_rows,
+    wait_for_alive_agent,
+    wait_for_state,
+)
 from streamctl.bench.stack import bench_supervisor
 from streamctl.client.client import CoordinatorClient
 from streamctl.error_codes import NOT_SUPPORTED
 from streamctl.planner.errors import PlannerError
 from streamctl.reference import NesQueryFailure, ReferenceUnsupported, run_reference
-from streamctl.sink_files import AnsweredSink, read_file_sink_rows
 from streamctl.workflows import messages as m
-from streamctl.workflows.actions import query_name
 
 __all__ = [
     "Outcome",
@@ -81,7 +86,6 @@ _INFRASTRUCTURE: Final = re.compile(
 )
 """Product errors that say nothing about the query's semantics: the stack did not run it
 (an overloaded machine: activities timed out, the agent's Spark was lost)."""
-_TERMINAL: Final = frozenset({"FINISHED", "FAILED", "STOPPED"})
 REL_TOLERANCE: Final = 1e-5
 ABS_TOLERANCE: Final = 1.5e-6
 """The File sink writes floats with six decimals (nes_text.format_float): a rounding of 5e-7."""
@@ -305,8 +309,7 @@ class Runner:
                     f"NES fails this query ({expected_failure}); the product FINISHED",
                     product_state=state,
                 )
-            sink = AnsweredSink.of(await self.client.ask(m.GetSink(str(response.result["sink"]))))
-            actual = await asyncio.to_thread(read_file_sink_rows, sink, query_name(query_id))
+            actual = await inline_sink_rows(self.client, str(response.result["sink"]), query_id)
             types = [f.type for f in bound.output]
             assert expected is not None
             missing, extra = compare_rows(expected, actual, types)
@@ -317,15 +320,12 @@ class Runner:
 
     async def _wait(self, query_id: int) -> tuple[str, str]:
         deadline = time.monotonic() + self.timeout_s
-        while True:
-            answer = await self.client.ask(m.GetQuery(query_id))
-            state = str(answer["current_state"])
-            if state in _TERMINAL:
-                return state, str(answer.get("error") or "")
-            if time.monotonic() > deadline:
-                await self.client.ask_response(m.StopQuery(query_id))
-                return f"not finished within {self.timeout_s:.0f} s ({state})", ""
-            await asyncio.sleep(0.25)
+        try:
+            answer = await wait_for_state(self.client, query_id, TERMINAL_STATES, deadline)
+        except QueryWaitTimeout as timeout:
+            await self.client.ask_response(m.StopQuery(query_id))
+            return f"not finished within {self.timeout_s:.0f} s ({timeout.last_state})", ""
+        return str(answer["current_state"]), str(answer.get("error") or "")
 
     async def _drop(self, names: list[str]) -> None:
         for name in names:
@@ -408,7 +408,7 @@ async def run_cases(cases: Sequence[Case], settings: DifferentialSettings) -> di
         ) as supervisor:
             client = await CoordinatorClient(supervisor.address).connect()
             try:
-                await _agent_alive(client, settings.timeout_s)
+                await wait_for_alive_agent(client, time.monotonic() + settings.timeout_s)
                 startup = time.monotonic() - started
                 log = Path(settings.log_path) if settings.log_path else None
                 runner = Runner(client, root, settings.concurrency, settings.timeout_s, log)
@@ -446,14 +446,3 @@ def _quantiles(values: Sequence[float]) -> dict[str, float]:
 async def run_differential(settings: DifferentialSettings) -> dict[str, Any]:
     cases = await asyncio.to_thread(generate_cases, settings.cases, settings.seed, settings.shapes)
     return await run_cases(cases, settings)
-
-
-async def _agent_alive(client: CoordinatorClient, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        workers = await client.ask(m.ListWorkers())
-        if any(w["state"] == "ALIVE" for w in workers):
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError("no Spark agent became ALIVE")
-        await asyncio.sleep(0.3)

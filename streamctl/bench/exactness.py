@@ -37,13 +37,14 @@ true when every run is equal.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -52,6 +53,13 @@ import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.csv as pa_csv  # type: ignore[import-untyped]
 
+from streamctl.bench.query_runs import (
+    TERMINAL_STATES,
+    QueryWaitTimeout,
+    inline_sink_rows,
+    wait_for_alive_agent,
+    wait_for_state,
+)
 from streamctl.bench.stack import bench_supervisor
 from streamctl.client.client import CoordinatorClient
 from streamctl.planner import plan
@@ -59,10 +67,8 @@ from streamctl.planner.binder import bind_query
 from streamctl.planner.catalog_lookup import MemoryCatalog
 from streamctl.planner.parser import parse_query
 from streamctl.reference import run_reference
-from streamctl.sink_files import AnsweredSink, read_file_sink_rows
 from streamctl.worker.supervisor import Supervisor
 from streamctl.workflows import messages as m
-from streamctl.workflows.actions import query_name
 
 SOURCE: Final = "big"
 COLUMNS: Final = (
@@ -76,7 +82,6 @@ STATEMENT: Final = (
     "SELECT start, end, key, COUNT(v) AS n, SUM(v) AS total, MIN(v) AS lo, MAX(v) AS hi "
     f"FROM {SOURCE} GROUP BY key WINDOW TUMBLING(ts, SIZE {WINDOW_SECONDS} SEC) INTO File()"
 )
-_TERMINAL: Final = frozenset({"FINISHED", "FAILED", "STOPPED"})
 _KILL_ATTEMPTS: Final = 4
 
 
@@ -153,20 +158,6 @@ def compare(
 # --- running ---------------------------------------------------------------------------------
 
 
-async def _until(what: str, deadline: float, check: Callable[[], Awaitable[Any]]) -> Any:
-    while True:
-        found = await check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what}: not within the run's timeout")
-        await asyncio.sleep(0.2)
-
-
-async def _query_state(client: CoordinatorClient, query_id: int) -> str:
-    return str((await client.ask(m.GetQuery(query_id)))["current_state"])
-
-
 async def _run_query(
     client: CoordinatorClient,
     supervisor: Supervisor,
@@ -180,31 +171,28 @@ async def _run_query(
     query_id = int(created["id"])
     states: list[str] = []
 
-    async def seen_state(wanted: frozenset[str]) -> str | None:
-        state = await _query_state(client, query_id)
+    def seen(state: str) -> None:
         if not states or states[-1] != state:
             states.append(state)
-        return state if state in wanted else None
 
-    await _until("query RUNNING", deadline, lambda: seen_state(frozenset({"RUNNING"}) | _TERMINAL))
+    await wait_for_state(client, query_id, TERMINAL_STATES | {"RUNNING"}, deadline, seen)
     running_at = time.monotonic()
     report: dict[str, Any] = {"query": query_id}
     if kill_after_s is not None:
-        while time.monotonic() - running_at < kill_after_s:
-            if await seen_state(_TERMINAL):
-                break
-            await asyncio.sleep(0.1)
+        if states[-1] not in TERMINAL_STATES:
+            kill_at = min(deadline, running_at + kill_after_s)
+            with contextlib.suppress(QueryWaitTimeout):  # it may end before the kill is due
+                await wait_for_state(client, query_id, TERMINAL_STATES, kill_at, seen)
         agent = supervisor.agents[0]
         report["killed_at_s"] = round(time.monotonic() - running_at, 2)
         report["killed_pid"] = agent.pid
         report["state_at_kill"] = states[-1]
         os.kill(agent.pid, signal.SIGKILL)
-    final = await _until("query ended", deadline, lambda: seen_state(_TERMINAL))
+    final = await wait_for_state(client, query_id, TERMINAL_STATES, deadline, seen)
     report["seconds"] = round(time.monotonic() - running_at, 2)
-    report["state"] = final
+    report["state"] = final["current_state"]
     report["states"] = states
-    sink = AnsweredSink.of(await client.ask(m.GetSink(str(created["sink"]))))
-    report["rows"] = await asyncio.to_thread(read_file_sink_rows, sink, query_name(query_id))
+    report["rows"] = await inline_sink_rows(client, str(created["sink"]), query_id)
     return report
 
 
@@ -225,13 +213,7 @@ async def run_exactness(settings: ExactnessSettings) -> dict[str, Any]:
             try:
                 assert supervisor.client is not None
                 client = await CoordinatorClient(supervisor.address).connect()
-                deadline = time.monotonic() + settings.timeout_s
-
-                async def agent_alive() -> bool:
-                    workers = await client.ask(m.ListWorkers())
-                    return any(w["state"] == "ALIVE" for w in workers)
-
-                await _until("agent ALIVE", deadline, agent_alive)
+                await wait_for_alive_agent(client, time.monotonic() + settings.timeout_s)
                 await client.ask(m.CreateLogicalSource(SOURCE, COLUMNS))
                 await client.ask(
                     m.CreatePhysicalSource(SOURCE, "FILE", {"file_path": str(source_file)})
@@ -245,7 +227,7 @@ async def run_exactness(settings: ExactnessSettings) -> dict[str, Any]:
                     kill_after = clean["seconds"] * rng.uniform(0.2, 0.8)
                     for _ in range(_KILL_ATTEMPTS):
                         killed = await _run_query(client, supervisor, settings, kill_after)
-                        if killed["state_at_kill"] not in _TERMINAL:
+                        if killed["state_at_kill"] not in TERMINAL_STATES:
                             break
                         kill_after /= 2
                     runs["killed"] = killed
@@ -260,6 +242,6 @@ async def run_exactness(settings: ExactnessSettings) -> dict[str, Any]:
     )
     killed = figures["runs"].get("killed")
     figures["killed_while_running"] = (
-        killed is not None and killed["state_at_kill"] not in _TERMINAL
+        killed is not None and killed["state_at_kill"] not in TERMINAL_STATES
     )
     return figures
