@@ -29,6 +29,12 @@ MAX_REQUEST_BYTES = 256 * 1024
 """A single request's encoded body may not be larger than this."""
 MAX_RESPONSE_BYTES = 512 * 1024
 """A single answer (a listing) may not be larger than this; larger ones are paged or refused."""
+MAX_PAGE_ROWS = 1000
+"""Most items one page of a listing may ask for (``limit`` of the ``List*`` requests and of
+``ExecuteStatement``'s ``SHOW``)."""
+MAX_PAGE_BYTES = 384 * 1024
+"""A page of a listing stops before its items reach this size (it holds one item at least),
+so a page fits in one answer (``MAX_RESPONSE_BYTES``) whatever ``limit`` asked for."""
 MAX_PASS_RESULT_BYTES = 1536 * 1024
 """The answers one pass hands back to the workflow, in all. Temporal fails a payload above
 2 MB; the rest of the pass result (actions, counts) fits in the remaining half megabyte."""

@@ -51,7 +51,7 @@ SINK = {"name": "big", "schema": SCHEMA, "type": "File", "config": {"file_path":
 # --- a minimal JSON Schema validator (the keywords FastAPI/pydantic emit) ---------------------
 
 VALIDATED = {"$ref", "anyOf", "allOf", "type", "properties", "required", "additionalProperties"}
-VALIDATED |= {"items", "enum", "const"}
+VALIDATED |= {"items", "enum", "const", "minimum", "maximum"}
 ANNOTATIONS = {"title", "description", "default", "examples", "format", "contentMediaType"}
 
 _TYPES: dict[str, Any] = {
@@ -92,6 +92,11 @@ def schema_errors(
         types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
         if not any(_TYPES[t](value) for t in types):
             return [*errors, f"{at}: {value!r} is not of type {types}"]
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number and "minimum" in schema and value < schema["minimum"]:
+        errors.append(f"{at}: {value!r} is below the minimum {schema['minimum']}")
+    if number and "maximum" in schema and value > schema["maximum"]:
+        errors.append(f"{at}: {value!r} is above the maximum {schema['maximum']}")
     if isinstance(value, dict):
         properties = schema.get("properties", {})
         errors += [
@@ -379,6 +384,22 @@ async def test_every_route_answers_as_documented(gateway: Gateway) -> None:
     # A name in a statement is an SQL identifier: it is stored in upper case.
     assert [s["name"] for s in listed.body] == ["ORDERS", "clicks"]
     assert (await call("GET", "/v1/logical-sources/{name}", name="clicks")).body == logical.body
+    # ?limit pages in key order; the Link header names the next page while there is one
+    first = await call("GET", "/v1/logical-sources", params={"limit": 1})
+    assert [s["name"] for s in first.body] == ["ORDERS"]
+    following = first.headers["link"].removeprefix("<").split(">;")[0]
+    assert first.headers["link"].endswith('rel="next"') and "after=ORDERS" in following
+    second = await call("GET", "/v1/logical-sources", params={"limit": 1, "after": "ORDERS"})
+    assert [s["name"] for s in second.body] == ["clicks"] and "link" not in second.headers
+    too_many = await call("GET", "/v1/logical-sources", params={"limit": 0}, check=False)
+    assert too_many.status == 422
+    paged_show = await call(
+        "POST", "/v1/statements", body={"text": "SHOW LOGICAL SOURCES", "limit": 1}
+    )
+    [show] = paged_show.body["statements"]
+    assert [r["name"] for r in show["result"]["rows"]] == ["ORDERS"]
+    rest = await call("POST", "/v1/statements", body=show["result"]["next"])
+    assert [r["name"] for r in rest.body["statements"][0]["result"]["rows"]] == ["clicks"]
 
     physical = await call(
         "POST",

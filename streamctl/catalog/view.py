@@ -26,7 +26,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from operator import attrgetter
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Column, bindparam, delete, func, select, update
+from sqlalchemy import Column, String, bindparam, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from streamctl.catalog.fit import check_rows_fit
@@ -104,6 +104,55 @@ class EntityMap(Generic[K, R]):
         """Rows this map holds now, without loading the rest of the table."""
         return [row for row in self._rows.values() if row is not None]
 
+    def page(self, after: K | None, count: int) -> list[R]:
+        """The first ``count`` rows with a key above ``after`` (all keys when None), in key
+        order, as this pass sees them (its own creates and drops included).
+
+        Reads the catalog in key order, ``count`` rows at a time, only as far as needed: a
+        window of the table that was read in full is complete in memory, so the rows this
+        pass added or removed in it are placed right; a window whose rows this pass dropped
+        reads the next one.
+        """
+        found: list[R] = []
+        low = after
+        while len(found) < count:
+            high = None if self._all_loaded else self._absorb_window(low, count)
+            window = sorted(
+                (row for key, row in self._rows.items() if row is not None and _above(key, low)),
+                key=attrgetter(self._row_type.KEY),
+            )
+            if high is not None:
+                window = [row for row in window if getattr(row, self._row_type.KEY) <= high]
+            found.extend(window[: count - len(found)])
+            if high is None:
+                break
+            low = high
+        return found
+
+    def _absorb_window(self, after: K | None, count: int) -> K | None:
+        """Load the next ``count`` catalog rows above ``after`` in key order; the last key
+        read when the catalog may hold more, None when it holds no more."""
+        ordered: Any = self.key_column
+        if self._session.get_bind().dialect.name == "postgresql" and isinstance(
+            self.key_column.type, String
+        ):
+            # Python compares strings by code point, as SQLite's BINARY collation does;
+            # PostgreSQL's default collation may not, and both must agree on the order.
+            ordered = self.key_column.collate("C")
+        statement = select(*self._columns).order_by(ordered).limit(count)
+        if after is not None:
+            statement = statement.where(ordered > after)
+        key_index = self._key_index
+        last: K | None = None
+        read = 0
+        for values in self._session.execute(statement):
+            read += 1
+            last = values[key_index]
+            if last not in self._rows:
+                self._rows[last] = self._row_type(*values)
+                self._loaded[last] = tuple(values)
+        return last if read == count else None
+
     # --- changing -------------------------------------------------------------------------
 
     def add(self, row: R) -> None:
@@ -157,6 +206,10 @@ class EntityMap(Generic[K, R]):
                 self._loaded.pop(key, None)
             else:
                 self._loaded[key] = tuple(self._values_of(row))
+
+
+def _above(key: Any, low: Any) -> bool:
+    return low is None or key > low
 
 
 class CatalogView:

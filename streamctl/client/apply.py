@@ -162,7 +162,7 @@ class Applier:
                 m.CreateLogicalSource(logical.name, _columns(logical.schema_)),
                 f"logical source {logical.name}",
             )
-        existing = self.client.ask_blocking(m.ListPhysicalSources())
+        existing = self.client.list_all_blocking(m.ListPhysicalSources())
         for physical in self.spec.physical:
             if any(_same_physical(physical, row) for row in existing):
                 self.log(f"physical source for {physical.logical} exists")
@@ -219,7 +219,7 @@ class Applier:
 
     def _find_query(self) -> dict[str, Any] | None:
         wanted = " ".join(self.spec.query.split())
-        for query in self.client.ask_blocking(m.ListQueries()):
+        for query in self.client.list_all_blocking(m.ListQueries()):
             if " ".join(str(query["statement"]).split()) == wanted:
                 return dict(query)
         return None

@@ -64,6 +64,7 @@ from streamctl.client.errors import (
     unwrap,
 )
 from streamctl.client.outbox import Outgoing, Slots, Waiter, new_id
+from streamctl.client.paging import PAGE_ROWS, first_page, next_page
 from streamctl.client.pump import ClientStats, Pump
 from streamctl.compact_json import dumps_bytes
 from streamctl.error_codes import ErrorCode
@@ -222,6 +223,27 @@ class CoordinatorClient(Pump):
         """:meth:`ask` for threads; ``timeout`` shortens the deadline below
         ``request_timeout``."""
         return unwrap(self.ask_response_blocking(request, request_id=request_id, timeout=timeout))
+
+    async def list_all(self, request: Request, *, page_rows: int = PAGE_ROWS) -> list[Any]:
+        """Every item of a ``List*`` listing, asked for page by page (:mod:`.paging`); each page
+        is one request with its own deadline."""
+        items: list[Any] = []
+        ask: Request | None = first_page(request, page_rows)
+        while ask is not None:
+            page = await self.ask(ask)
+            items.extend(page["items"])
+            ask = next_page(ask, page)
+        return items
+
+    def list_all_blocking(self, request: Request, *, page_rows: int = PAGE_ROWS) -> list[Any]:
+        """:meth:`list_all` for threads."""
+        items: list[Any] = []
+        ask: Request | None = first_page(request, page_rows)
+        while ask is not None:
+            page = self.ask_blocking(ask)
+            items.extend(page["items"])
+            ask = next_page(ask, page)
+        return items
 
     async def ask_many(self, requests: Sequence[Request]) -> list[Response]:
         """Send many requests; return their responses in order (the coordinator's errors are

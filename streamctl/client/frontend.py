@@ -23,6 +23,7 @@ from rich.markup import escape
 
 from streamctl.client.client import CoordinatorClient
 from streamctl.client.errors import CoordinatorError
+from streamctl.client.paging import PAGE_ROWS, complete_show_pages
 from streamctl.client.render import query_line, record_table, render_statement
 from streamctl.workflows import messages as m
 
@@ -103,7 +104,10 @@ def with_spark_plans(
 
 def run_sql(address: str, workflow_id: str, text: str, as_json: bool, console: Console) -> int:
     with CoordinatorClient(address, workflow_id=workflow_id) as client:
-        code, result = _ask(client, m.ExecuteStatement(text), as_json)
+        code, result = _ask(client, m.ExecuteStatement(text, limit=PAGE_ROWS), as_json)
+        if code != EXIT_OK:
+            return code
+        code, result = _every_show_row(client, result, as_json)
         if code != EXIT_OK:
             return code
         with_spark_plans(client, result, None if as_json else console)
@@ -113,6 +117,17 @@ def run_sql(address: str, workflow_id: str, text: str, as_json: bool, console: C
         for answer in result["statements"]:
             render_statement(console, answer)
     return EXIT_OK
+
+
+def _every_show_row(
+    client: CoordinatorClient, result: dict[str, Any], as_json: bool
+) -> tuple[int, dict[str, Any]]:
+    """The answer with the following pages of each ``SHOW`` (asked for one by one)."""
+    try:
+        return EXIT_OK, complete_show_pages(client.ask_blocking, result)
+    except CoordinatorError as error:
+        print_refusal(error.code, f"listing the next page: {error.message}", as_json)
+        return EXIT_REFUSED, result
 
 
 def run_query_action(

@@ -22,7 +22,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from streamctl.client.client import CoordinatorClient
+from streamctl.client.errors import ClientError, CoordinatorError
 from streamctl.client.frontend import with_spark_plans
+from streamctl.client.paging import PAGE_ROWS, complete_show_pages, first_page
 from streamctl.client.render import render_statement
 from streamctl.nes_types import NES_TYPE_NAMES
 from streamctl.workflows import messages as m
@@ -35,6 +37,8 @@ KEYWORDS = (
     "QUERY", "CASCADE", "EXPLAIN", "NOT NULL", *NES_TYPE_NAMES, "MS",
     "SEC", "MINUTE", "HOUR", "File", "Generator", "Print", "Void", "Checksum", "Kafka", "TCP",
 )  # fmt: skip
+COMPLETION_NAMES = 500
+"""Names of each kind Tab completes at most (the first in key order)."""
 QUIT = {"quit", "exit", "\\q", "quit;", "exit;"}
 HELP = """Statements end with ';' and may span lines. Examples:
   CREATE LOGICAL SOURCE s(id UINT64 NOT NULL, v INT64);
@@ -58,9 +62,13 @@ class CatalogCompleter(Completer):
             (m.ListSinks(), "name"),
             (m.ListWorkers(), "name"),
         ):
-            response = client.ask_response_blocking(request)
-            if response.ok:
-                names.extend(str(row[key]) for row in response.result)
+            # the first page only: it runs after every statement, and a catalog of 100,000
+            # names completes no better than one of 500
+            try:
+                page = client.ask_blocking(first_page(request, COMPLETION_NAMES))
+            except (ClientError, CoordinatorError):
+                continue  # completion goes on with what it has
+            names.extend(str(row[key]) for row in page["items"])
         self.names = names
 
     def get_completions(self, document: Document, complete_event: object) -> Iterable[Completion]:
@@ -118,10 +126,15 @@ def run_repl(client: CoordinatorClient, console: Console, history: Path) -> int:
         if command.lower() == "help":
             console.print(escape(HELP))
             continue
-        response = client.ask_response_blocking(m.ExecuteStatement(text))
+        response = client.ask_response_blocking(m.ExecuteStatement(text, limit=PAGE_ROWS))
         if response.ok:
             code = 0
-            for answer in with_spark_plans(client, response.result, console)["statements"]:
+            try:
+                result = complete_show_pages(client.ask_blocking, response.result)
+            except (ClientError, CoordinatorError) as error:
+                errors.print(f"[red]listing the next page failed[/]: {escape(str(error))}")
+                code, result = 1, response.result
+            for answer in with_spark_plans(client, result, console)["statements"]:
                 render_statement(console, answer)
             completer.refresh(client)
         else:

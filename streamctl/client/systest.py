@@ -397,9 +397,9 @@ class SystestRunner:
         names but were not dropped yet."""
         owns = run.namespace.owns
         try:
-            queries = await self.client.ask(m.ListQueries())
-            sinks = await self.client.ask(m.ListSinks())
-            sources = await self.client.ask(m.ListLogicalSources())
+            queries = await self.client.list_all(m.ListQueries())
+            sinks = await self.client.list_all(m.ListSinks())
+            sources = await self.client.list_all(m.ListLogicalSources())
         except Exception as error:
             log.warning("cleaning up after %s: cannot list: %s", run.systest.name, error)
             return []

@@ -91,7 +91,7 @@ class PassOutput:
                 response.id,
                 ErrorCode.TOO_LARGE,
                 f"the answer to {request.kind} is {size} bytes, more than the "
-                f"{MAX_RESPONSE_BYTES} one answer may have{applied}",
+                f"{MAX_RESPONSE_BYTES} one answer may have{applied}{_paging_hint(request)}",
                 response.version,
             )
         if size > self._answer_bytes_left:
@@ -164,3 +164,9 @@ class PassOutput:
     def discard(self) -> None:
         self._changelog = []
         self._answers = []
+
+
+def _paging_hint(request: m.Message) -> str:
+    if request.kind in m.PAGE_KEYS or request.kind == m.ExecuteStatement.kind:
+        return "; ask for it in pages (limit, and after = the previous page's next)"
+    return ""

@@ -33,6 +33,7 @@ from typing import Any
 from streamctl.catalog.rows import QueryRow, SinkRow
 from streamctl.domain import inline
 from streamctl.domain.context import PassContext, RequestFailed
+from streamctl.domain.listing import listing
 from streamctl.error_codes import INVALID_STATEMENT, ErrorCode
 from streamctl.lifecycle import queries as lifecycle
 from streamctl.lifecycle.queries import (
@@ -256,8 +257,8 @@ def get_query(ctx: PassContext, request: m.GetQuery) -> answers.QueryDetail:
     return {**query_json(row), "sources": ctx.view.sources_of_query(row.id), "plan": row.plan}
 
 
-def list_queries(ctx: PassContext, _request: m.ListQueries) -> list[answers.Query]:
-    return [query_json(row) for row in sorted(ctx.view.queries.all(), key=lambda r: r.id)]
+def list_queries(ctx: PassContext, request: m.ListQueries) -> list[answers.Query] | answers.Page:
+    return listing(ctx.view.queries, request.limit, request.after, query_json, request.kind)
 
 
 # --- reports from agents (events) -------------------------------------------------------------

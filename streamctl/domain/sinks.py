@@ -12,6 +12,7 @@ from streamctl.catalog.rows import (
 from streamctl.domain import inline
 from streamctl.domain import queries as queries_stage
 from streamctl.domain.context import PassContext, RequestFailed
+from streamctl.domain.listing import listing
 from streamctl.domain.paths import confine_sink_options
 from streamctl.domain.validate import checked_kind as _kind
 from streamctl.domain.validate import checked_name as _name
@@ -87,5 +88,5 @@ def get_sink(ctx: PassContext, request: m.GetSink) -> answers.Sink:
     return sink_json(row)
 
 
-def list_sinks(ctx: PassContext, _request: m.ListSinks) -> list[answers.Sink]:
-    return [sink_json(row) for row in sorted(ctx.view.sinks.all(), key=lambda r: r.name)]
+def list_sinks(ctx: PassContext, request: m.ListSinks) -> list[answers.Sink] | answers.Page:
+    return listing(ctx.view.sinks, request.limit, request.after, sink_json, request.kind)

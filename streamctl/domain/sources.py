@@ -6,6 +6,8 @@ no answer, listing or frontend ever shows them."""
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from streamctl.catalog.rows import (
     LogicalSourceRow,
     PhysicalSourceRow,
@@ -13,6 +15,7 @@ from streamctl.catalog.rows import (
 from streamctl.domain import inline
 from streamctl.domain import queries as queries_stage
 from streamctl.domain.context import PassContext, RequestFailed
+from streamctl.domain.listing import check_page, listing, page_of
 from streamctl.domain.paths import confine_source_options
 from streamctl.domain.validate import checked_kind as _kind
 from streamctl.domain.validate import checked_name as _name
@@ -98,10 +101,11 @@ def get_logical_source(ctx: PassContext, request: m.GetLogicalSource) -> answers
 
 
 def list_logical_sources(
-    ctx: PassContext, _request: m.ListLogicalSources
-) -> list[answers.LogicalSource]:
-    rows = sorted(ctx.view.logical_sources.all(), key=lambda r: r.name)
-    return [logical_source_json(row) for row in rows]
+    ctx: PassContext, request: m.ListLogicalSources
+) -> list[answers.LogicalSource] | answers.Page:
+    return listing(
+        ctx.view.logical_sources, request.limit, request.after, logical_source_json, request.kind
+    )
 
 
 def create_physical_source(
@@ -155,11 +159,22 @@ def get_physical_source(ctx: PassContext, request: m.GetPhysicalSource) -> answe
 
 def list_physical_sources(
     ctx: PassContext, request: m.ListPhysicalSources
-) -> list[answers.PhysicalSource]:
+) -> list[answers.PhysicalSource] | answers.Page:
     if request.logical_source is None:
-        rows = ctx.view.physical_sources.all()
-    else:
-        if ctx.view.logical_sources.get(request.logical_source) is None:
-            raise _not_found("logical source", request.logical_source)
-        rows = ctx.view.physical_sources_of(request.logical_source)
-    return [physical_source_json(row) for row in sorted(rows, key=lambda r: r.id)]
+        return listing(
+            ctx.view.physical_sources,
+            request.limit,
+            request.after,
+            physical_source_json,
+            request.kind,
+        )
+    check_page(request.limit, request.kind)
+    if ctx.view.logical_sources.get(request.logical_source) is None:
+        raise _not_found("logical source", request.logical_source)
+    # the physical sources of one logical source are loaded together; paged in memory
+    rows = sorted(ctx.view.physical_sources_of(request.logical_source), key=lambda r: r.id)
+    if request.limit is None:
+        return [physical_source_json(row) for row in rows]
+    after = request.after
+    following = [row for row in rows if after is None or row.id > after]
+    return page_of(following, request.limit, physical_source_json, attrgetter("id"))

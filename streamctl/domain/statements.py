@@ -13,9 +13,13 @@ The answer is ``{"statements": [...]}``, one entry per statement in order::
 
     {"statement": "CREATE SINK", "line": 3, "column": 1, "result": <the request's result>}
 
-``SHOW`` answers ``{"rows": [...], "format": "TEXT" | "JSON"}`` as its result (the frontend
-renders it); ``SHOW ... WHERE attr = value`` and ``DROP ... WHERE attr = value`` filter by one
-attribute of the listed rows (names compare case-insensitively).
+``SHOW`` answers ``{"rows": [...], "format": "TEXT" | "JSON", "next": ...}`` as its result (the
+frontend renders it). With the request's ``limit`` a ``SHOW`` lists one page of at most that
+many rows, and ``next`` is the ``ExecuteStatement`` body that answers the following page (its
+``after`` cursor is the last listed key), or None after the last page; without it, every row
+(``next`` None). ``SHOW ... WHERE attr = value`` and ``DROP ... WHERE attr = value`` filter by
+one attribute of the listed rows (names compare case-insensitively; a page is filtered after
+it is listed, so it may hold fewer rows than the limit, or none, and still have a ``next``).
 
 Guarantees
 ----------
@@ -28,11 +32,13 @@ Guarantees
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import replace
+from typing import Any, cast
 
 from streamctl.domain import explain, inline, workers
 from streamctl.domain import queries as queries_stage
 from streamctl.domain.context import PassContext, RequestFailed
+from streamctl.domain.listing import check_page
 from streamctl.error_codes import INVALID_STATEMENT, ErrorCode
 from streamctl.limits import INT32_MAX
 from streamctl.planner import ast
@@ -94,7 +100,15 @@ def execute_statement(
         raise RequestFailed(error.code, error.message) from None
     if not statements:
         raise RequestFailed(ErrorCode.INVALID_REQUEST, "the text holds no statement")
-    runner = _Runner(ctx)
+    check_page(request.limit, request.kind)
+    one_show = len(statements) == 1 and isinstance(statements[0], ast.ShowStatement)
+    if request.after is not None and (request.limit is None or not one_show):
+        raise RequestFailed(
+            ErrorCode.INVALID_REQUEST,
+            "after (the cursor of a SHOW's next page) goes with limit and a text that is one "
+            "SHOW statement",
+        )
+    runner = _Runner(ctx, request.limit, request.after)
     answers: list[dict[str, Any]] = []
     for number, (statement, statement_text) in enumerate(
         zip(statements, _texts(text, statements), strict=True), start=1
@@ -125,8 +139,14 @@ def execute_statement(
 
 
 class _Runner:
-    def __init__(self, ctx: PassContext) -> None:
+    def __init__(
+        self, ctx: PassContext, limit: int | None = None, after: str | None = None
+    ) -> None:
         self.ctx = ctx
+        self.limit = limit
+        """Rows a SHOW answers at most (one page of its listing); None: every row."""
+        self.after = after
+        """The cursor of the page a (single) SHOW answers: the key its rows follow."""
 
     def ask(self, request: m.Request) -> Any:
         # The pass's handler table maps ExecuteStatement to this module, so it is imported
@@ -159,20 +179,31 @@ class _Runner:
         if isinstance(statement, ast.CreateWorker):
             return workers.declare_worker(self.ctx, statement.name, _capacity(statement))
         if isinstance(statement, ast.ShowStatement):
-            return {"rows": self.show(statement), "format": statement.format}
+            return self.show(statement, text)
         return self.drop(statement)
 
     # --- SHOW and DROP --------------------------------------------------------------------
 
-    def show(self, statement: ast.ShowStatement) -> list[dict[str, Any]]:
+    def show(self, statement: ast.ShowStatement, text: str) -> dict[str, Any]:
+        """``{"rows", "format", "next"}``: the listing's rows (one page with a limit), filtered,
+        and the ``ExecuteStatement`` body of the next page (None: no more)."""
         listing = SHOW_LISTINGS[statement.subject]
         if statement.for_logical_source is not None:
             logical = self._logical_source_name(statement.for_logical_source)
             listing = m.ListPhysicalSources(logical_source=logical)
-        rows: list[dict[str, Any]] = self.ask(listing)
-        if statement.filter is None:
-            return rows
-        return _matching(rows, statement.subject, statement.filter)
+        follow: dict[str, Any] | None = None
+        if self.limit is None:
+            rows: list[dict[str, Any]] = self.ask(listing)
+        else:
+            after = _cursor(self.after, m.PAGE_KEYS[listing.kind])
+            # every SHOW listing is one of the paged List* requests (m.PAGE_KEYS)
+            page = self.ask(replace(cast(Any, listing), limit=self.limit, after=after))
+            rows = page["items"]
+            if page["next"] is not None:
+                follow = {"text": text, "limit": self.limit, "after": str(page["next"])}
+        if statement.filter is not None:
+            rows = _matching(rows, statement.subject, statement.filter)
+        return {"rows": rows, "format": statement.format, "next": follow}
 
     def drop(self, statement: ast.DropStatement) -> Any:
         subject, key = DROP_SUBJECTS[statement.subject]
@@ -212,6 +243,18 @@ class _Runner:
         """The catalog's spelling of a logical source a statement names in any case."""
         row = self.ctx.view.find_logical_source(name)
         return name if row is None else row.name
+
+
+def _cursor(after: str | None, key: str) -> str | int | None:
+    """A SHOW cursor as its listing's key: an id is a whole number."""
+    if after is None or key != "id":
+        return after
+    try:
+        return int(after)
+    except ValueError:
+        raise RequestFailed(
+            ErrorCode.INVALID_REQUEST, f"after must be the id a page ended with, got {after!r}"
+        ) from None
 
 
 def _inline_owner(row: Mapping[str, Any]) -> int | None:

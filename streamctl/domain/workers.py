@@ -11,6 +11,7 @@ from streamctl.catalog.rows import (
 )
 from streamctl.domain import queries as queries_stage
 from streamctl.domain.context import PassContext, RequestFailed
+from streamctl.domain.listing import listing
 from streamctl.domain.validate import checked_name as _name
 from streamctl.domain.validate import not_found as _not_found
 from streamctl.error_codes import ErrorCode
@@ -150,8 +151,8 @@ def check_liveness(ctx: PassContext, event: m.CheckLiveness, _received_at: float
         _agent_transition(ctx, row, trigger, f"no heartbeat for {age:.1f}s")
 
 
-def list_workers(ctx: PassContext, _request: m.ListWorkers) -> list[answers.Worker]:
-    return [worker_json(row) for row in sorted(ctx.view.workers.all(), key=lambda r: r.name)]
+def list_workers(ctx: PassContext, request: m.ListWorkers) -> list[answers.Worker] | answers.Page:
+    return listing(ctx.view.workers, request.limit, request.after, worker_json, request.kind)
 
 
 def get_worker(ctx: PassContext, request: m.GetWorker) -> answers.Worker:

@@ -204,3 +204,14 @@ class StatementOutcome(TypedDict):
 @with_config(_ANSWER)
 class StatementResults(TypedDict):
     statements: list[StatementOutcome]
+
+
+@with_config(_ANSWER)
+class Page(TypedDict):
+    """One page of a listing asked for with ``limit`` (:mod:`streamctl.workflows.messages`)."""
+
+    items: Annotated[list[Any], Field(description="The listing's items in key order.")]
+    next: Annotated[
+        str | int | None,
+        Field(description="The key of the last item when more may follow (ask with after=next)."),
+    ]

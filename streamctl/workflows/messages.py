@@ -26,6 +26,14 @@ Guarantees
 * Message bodies are versioned by ``v``; the coordinator answers ``UNSUPPORTED_VERSION`` for
   versions it does not know.
 
+Listings are paged on request: a ``List*`` request with ``limit`` answers
+``{"items": [...], "next": <cursor or null>}``, at most ``limit`` items in key order (name or
+id), fewer when their size reaches ``MAX_PAGE_BYTES``; ``next`` is the key of the last item
+when more may follow, and the same request with ``after=next`` answers the following page.
+The cursor is a key, not a position: objects created or dropped between pages move no other
+object across a page boundary. Without ``limit`` a listing answers the whole list, and a list
+too large for one answer is refused ``TOO_LARGE``.
+
 This module is imported by workflow code: it holds only plain dataclasses and constants.
 """
 
@@ -183,6 +191,8 @@ class CheckLiveness(Event):
 class ListWorkers(Request):
     kind: ClassVar[str] = "ListWorkers"
     stage: ClassVar[int] = 1
+    limit: int | None = None
+    after: str | None = None
 
 
 @dataclass(frozen=True)
@@ -231,6 +241,8 @@ class GetLogicalSource(Request):
 class ListLogicalSources(Request):
     kind: ClassVar[str] = "ListLogicalSources"
     stage: ClassVar[int] = 2
+    limit: int | None = None
+    after: str | None = None
 
 
 @dataclass(frozen=True)
@@ -263,6 +275,8 @@ class ListPhysicalSources(Request):
     kind: ClassVar[str] = "ListPhysicalSources"
     stage: ClassVar[int] = 2
     logical_source: str | None = None
+    limit: int | None = None
+    after: int | None = None
 
 
 @dataclass(frozen=True)
@@ -294,6 +308,8 @@ class GetSink(Request):
 class ListSinks(Request):
     kind: ClassVar[str] = "ListSinks"
     stage: ClassVar[int] = 2
+    limit: int | None = None
+    after: str | None = None
 
 
 # --- queries (stage 3) -----------------------------------------------------------------------
@@ -325,6 +341,8 @@ class GetQuery(Request):
 class ListQueries(Request):
     kind: ClassVar[str] = "ListQueries"
     stage: ClassVar[int] = 3
+    limit: int | None = None
+    after: int | None = None
 
 
 @dataclass(frozen=True)
@@ -391,9 +409,16 @@ class ListQuarantined(Request):
 
 @dataclass(frozen=True)
 class ExecuteStatement(Request):
+    """NebulaStream statements (:mod:`streamctl.domain.statements`). With ``limit``, each
+    ``SHOW`` answers one page of its listing and, when more may follow, ``next``: the
+    ``ExecuteStatement`` body that asks for the following page (``after`` is valid only in a
+    text that is one ``SHOW`` statement)."""
+
     kind: ClassVar[str] = "ExecuteStatement"
     stage: ClassVar[int] = 3
     text: str
+    limit: int | None = None
+    after: str | None = None
 
 
 @dataclass(frozen=True)
@@ -476,6 +501,14 @@ EVENT_TYPES: dict[str, type[Event]] = {
 INTERNAL_EVENT_KINDS = frozenset({CheckLiveness.kind})
 """Events only the workflow itself may emit; clients sending them are ignored."""
 LISTING_KINDS = frozenset(kind for kind in REQUEST_TYPES if kind.startswith("List"))
+PAGE_KEYS: dict[str, str] = {
+    ListWorkers.kind: "name",
+    ListLogicalSources.kind: "name",
+    ListPhysicalSources.kind: "id",
+    ListSinks.kind: "name",
+    ListQueries.kind: "id",
+}
+"""The paged listings and the key their items are ordered and paged by."""
 READ_ONLY_KINDS = LISTING_KINDS | frozenset(k for k in REQUEST_TYPES if k.startswith("Get"))
 """Requests that change nothing: an answer that did not fit a pass may be asked again."""
 

@@ -27,6 +27,12 @@ route                                    request                                
 
 A create answers ``201 Created`` with a ``Location`` header naming the new item.
 
+A listing (``GET`` of a collection) answers every item, or with ``?limit=N`` one page of at
+most ``N`` items in key order and, while more follow, a ``Link: <...&after=KEY>; rel="next"``
+header naming the next page (the key of the page's last item is the cursor).
+``POST /v1/statements`` takes ``limit`` (and ``after``) the same way for ``SHOW``: each SHOW
+answers a page and ``next``, the body to post for the following one.
+
 Auth
 ----
 Every route except ``/healthz`` and the OpenAPI document (``/openapi.json``, ``/docs``) needs

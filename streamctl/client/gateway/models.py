@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from streamctl.limits import MAX_PAGE_ROWS
+
 
 class _Body(BaseModel):
     """A request body: unknown fields are a mistake of the caller, refused with their name."""
@@ -28,6 +30,16 @@ class ColumnSpec(BaseModel):
 
 class StatementSpec(_Body):
     text: str = Field(description="NebulaStream statements, separated by ';'.")
+    limit: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_PAGE_ROWS,
+        description="Each SHOW answers one page of at most this many rows and, while more "
+        "follow, `next`: the body that asks for the next page.",
+    )
+    after: str | None = Field(
+        None, description="With limit and a single SHOW: the cursor of the page to answer."
+    )
 
 
 class LogicalSourceSpec(_Body):

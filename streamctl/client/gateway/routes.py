@@ -21,6 +21,7 @@ from streamctl.client.gateway.models import (
     SinkSpec,
     StatementSpec,
 )
+from streamctl.limits import MAX_PAGE_ROWS
 from streamctl.workflows import answers as a
 from streamctl.workflows import messages as m
 
@@ -31,6 +32,42 @@ def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {
         status: {"model": Problem, "description": HTTPStatus(status).phrase} for status in declared
     }
+
+
+PageLimit = Annotated[
+    int | None,
+    Query(
+        ge=1,
+        le=MAX_PAGE_ROWS,
+        description="Answer one page of at most this many items, in key order; the Link "
+        'header (rel="next") names the next page while there is one.',
+    ),
+]
+NameAfter = Annotated[
+    str | None,
+    Query(description="With limit: the page after this name (the last of the page before)."),
+]
+IdAfter = Annotated[
+    int | None,
+    Query(description="With limit: the page after this id (the last of the page before)."),
+]
+
+
+async def _listed(
+    client: CoordinatorClient,
+    listing: m.Request,
+    request: HttpRequest,
+    response: HttpResponse,
+) -> Any:
+    """The listing's answer: the whole list, or with ``limit`` one page's items and a
+    ``Link: <...>; rel="next"`` header while more follow (RFC 8288)."""
+    answer = await client.ask(listing)
+    if getattr(listing, "limit", None) is None:
+        return answer
+    if answer["next"] is not None:
+        following = request.url.include_query_params(after=answer["next"])
+        response.headers["Link"] = f'<{following}>; rel="next"'
+    return answer["items"]
 
 
 def _client(request: HttpRequest) -> CoordinatorClient:
@@ -69,7 +106,7 @@ def v1_router(documented_auth: bool) -> APIRouter:
     async def execute_statement(spec: StatementSpec, client: Client) -> Any:
         """Run NebulaStream statements in order (``ExecuteStatement``); the first one that fails
         stops the rest, and the problem says how many before it were applied."""
-        return await client.ask(m.ExecuteStatement(spec.text))
+        return await client.ask(m.ExecuteStatement(spec.text, spec.limit, spec.after))
 
     # --- logical sources
     @router.post(
@@ -92,8 +129,14 @@ def v1_router(documented_auth: bool) -> APIRouter:
         responses=_problems(),
         tags=["logical sources"],
     )
-    async def list_logical_sources(client: Client) -> Any:
-        return await client.ask(m.ListLogicalSources())
+    async def list_logical_sources(
+        client: Client,
+        request: HttpRequest,
+        response: HttpResponse,
+        limit: PageLimit = None,
+        after: NameAfter = None,
+    ) -> Any:
+        return await _listed(client, m.ListLogicalSources(limit, after), request, response)
 
     @router.get(
         "/logical-sources/{name}",
@@ -138,11 +181,16 @@ def v1_router(documented_auth: bool) -> APIRouter:
     )
     async def list_physical_sources(
         client: Client,
+        request: HttpRequest,
+        response: HttpResponse,
         logical_source: Annotated[
             str | None, Query(description="Only the physical sources of this logical source.")
         ] = None,
+        limit: PageLimit = None,
+        after: IdAfter = None,
     ) -> Any:
-        return await client.ask(m.ListPhysicalSources(logical_source))
+        listing = m.ListPhysicalSources(logical_source, limit, after)
+        return await _listed(client, listing, request, response)
 
     @router.get(
         "/physical-sources/{id}",
@@ -180,8 +228,14 @@ def v1_router(documented_auth: bool) -> APIRouter:
         return result
 
     @router.get("/sinks", response_model=list[a.Sink], responses=_problems(), tags=["sinks"])
-    async def list_sinks(client: Client) -> Any:
-        return await client.ask(m.ListSinks())
+    async def list_sinks(
+        client: Client,
+        request: HttpRequest,
+        response: HttpResponse,
+        limit: PageLimit = None,
+        after: NameAfter = None,
+    ) -> Any:
+        return await _listed(client, m.ListSinks(limit, after), request, response)
 
     @router.get("/sinks/{name}", response_model=a.Sink, responses=_problems(404), tags=["sinks"])
     async def get_sink(name: Name, client: Client) -> Any:
@@ -210,8 +264,14 @@ def v1_router(documented_auth: bool) -> APIRouter:
         return result
 
     @router.get("/queries", response_model=list[a.Query], responses=_problems(), tags=["queries"])
-    async def list_queries(client: Client) -> Any:
-        return await client.ask(m.ListQueries())
+    async def list_queries(
+        client: Client,
+        request: HttpRequest,
+        response: HttpResponse,
+        limit: PageLimit = None,
+        after: IdAfter = None,
+    ) -> Any:
+        return await _listed(client, m.ListQueries(limit, after), request, response)
 
     @router.get(
         "/queries/{id}", response_model=a.QueryDetail, responses=_problems(404), tags=["queries"]
@@ -246,8 +306,14 @@ def v1_router(documented_auth: bool) -> APIRouter:
 
     # --- workers
     @router.get("/workers", response_model=list[a.Worker], responses=_problems(), tags=["workers"])
-    async def list_workers(client: Client) -> Any:
-        return await client.ask(m.ListWorkers())
+    async def list_workers(
+        client: Client,
+        request: HttpRequest,
+        response: HttpResponse,
+        limit: PageLimit = None,
+        after: NameAfter = None,
+    ) -> Any:
+        return await _listed(client, m.ListWorkers(limit, after), request, response)
 
     @router.get(
         "/workers/{name}", response_model=a.Worker, responses=_problems(404), tags=["workers"]

@@ -1,0 +1,62 @@
+"""Walking a paged listing from the first page to the last, for every frontend.
+
+Protocol (:mod:`streamctl.workflows.messages`, "Listings are paged on request"): a frontend
+asks a ``List*`` request with ``limit`` and gets ``{"items", "next"}``; while ``next`` is not
+None it asks the same request with ``after=next``
+(:meth:`~streamctl.client.client.CoordinatorClient.list_all` does). An ``ExecuteStatement``
+sent with ``limit`` answers each ``SHOW`` with one page and ``next``, the ``ExecuteStatement``
+body of the following page; :func:`complete_show_pages` follows those until the last page and
+gives back the answer with every row, as one unpaged ``SHOW`` would have answered it.
+
+Every page is one request with its own deadline, so a listing of any length is answered
+without any single answer nearing the payload limits; a listing that changes while it is
+walked answers each object that exists throughout exactly once (the cursor is a key).
+
+The functions here only build requests and merge answers; the caller sends them, blocking or
+async.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, Final, TypeVar
+
+from streamctl.workflows import messages as m
+
+__all__ = ["PAGE_ROWS", "complete_show_pages", "first_page", "next_page"]
+
+PAGE_ROWS: Final = 500
+"""Items a frontend asks for per page (the coordinator takes up to ``MAX_PAGE_ROWS``)."""
+
+L = TypeVar("L", bound=m.Request)
+
+
+def first_page(request: L, limit: int = PAGE_ROWS) -> L:
+    """The request for the first page of the ``List*`` request ``request``."""
+    if request.kind not in m.PAGE_KEYS:
+        raise ValueError(f"{request.kind} is not a paged listing ({', '.join(m.PAGE_KEYS)})")
+    return replace(request, limit=limit, after=None)  # type: ignore[call-arg]
+
+
+def next_page(request: L, page: dict[str, Any]) -> L | None:
+    """The request for the page after ``page`` (the answer to ``request``); None after the
+    last."""
+    if page["next"] is None:
+        return None
+    return replace(request, after=page["next"])  # type: ignore[call-arg]
+
+
+def complete_show_pages(ask: Callable[[m.Request], Any], answer: dict[str, Any]) -> dict[str, Any]:
+    """``answer`` (of an ``ExecuteStatement`` sent with ``limit``) with every ``SHOW``'s
+    following pages asked for through the blocking ``ask`` and appended; each ``next`` is
+    None afterwards."""
+    for outcome in answer.get("statements", []):
+        if not str(outcome.get("statement", "")).startswith("SHOW "):
+            continue
+        result = outcome["result"]
+        while result.get("next"):
+            following = ask(m.ExecuteStatement(**result["next"]))["statements"][0]["result"]
+            result["rows"].extend(following["rows"])
+            result["next"] = following["next"]
+    return answer

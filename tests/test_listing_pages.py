@@ -1,0 +1,202 @@
+"""Paged listings (``List*`` with ``limit``/``after``, ``SHOW`` with ``ExecuteStatement.limit``)
+on both catalogs, as the protocol in :mod:`streamctl.workflows.messages` states it:
+
+* walking the pages from the first to the last answers every object that exists throughout
+  the walk exactly once, in key order, also when objects are created and dropped between the
+  pages and inside the pass that answers a page (the pass sees its own changes);
+* a page never holds more than ``limit`` items, nor more than ``MAX_PAGE_BYTES`` of them;
+* a bad ``limit`` or cursor is refused with ``INVALID_REQUEST`` and changes nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import string
+from operator import itemgetter
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_pass_activity import run_pass
+
+from streamctl.activities.passes import CatalogActivities
+from streamctl.client.paging import complete_show_pages
+from streamctl.domain import listing
+from streamctl.limits import MAX_PAGE_ROWS
+from streamctl.workflows import messages as m
+
+SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
+_passes = itertools.count(1)
+
+# Names whose code-point order differs from a natural-language collation's: case, '_', '$'.
+names = st.text(alphabet=string.ascii_letters + "_", min_size=1, max_size=3).map(
+    lambda tail: "n" + tail
+) | st.sampled_from(["A", "a", "B", "b", "_", "Z_", "Z$", "za", "ZA", "a_b", "aB", "a0"])
+
+
+def _ok(answer: dict[str, Any]) -> Any:
+    assert answer["ok"], answer
+    return answer["result"]
+
+
+def _all_sources(activities: CatalogActivities) -> set[str]:
+    [answer] = run_pass(activities, next(_passes), [m.ListLogicalSources()])
+    return {row["name"] for row in _ok(answer)}
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    initial=st.sets(names, min_size=0, max_size=25),
+    limit=st.integers(1, 6),
+    churn=st.lists(
+        st.lists(st.tuples(st.sampled_from(["create", "drop"]), names), max_size=4), max_size=10
+    ),
+    churn_before_page=st.booleans(),
+)
+def test_walking_the_pages_answers_each_stable_object_once_in_key_order(
+    catalog_url: str,
+    initial: set[str],
+    limit: int,
+    churn: list[list[tuple[str, str]]],
+    churn_before_page: bool,
+) -> None:
+    activities = CatalogActivities(catalog_url)
+    try:
+        for answer in run_pass(
+            activities, next(_passes), [m.CreateLogicalSource(n, SCHEMA) for n in initial]
+        ):
+            _ok(answer)
+        existing = _all_sources(activities)
+        ever = set(existing)
+        stable = set(existing)
+        walked: list[str] = []
+        request: m.ListLogicalSources | None = m.ListLogicalSources(limit=limit)
+        changes = iter(churn)
+        while request is not None:
+            # Some changes per page, in the same pass as the page (before or after it there).
+            churn_requests: list[m.Request] = []
+            for verb, name in next(changes, []):
+                if verb == "create":
+                    churn_requests.append(m.CreateLogicalSource(name, SCHEMA))
+                    ever.add(name)
+                else:
+                    churn_requests.append(m.DropLogicalSource(name))
+                    stable.discard(name)
+            batch = [*churn_requests, request] if churn_before_page else [request, *churn_requests]
+            answers = run_pass(activities, next(_passes), batch)
+            page = _ok(answers[len(churn_requests)] if churn_before_page else answers[0])
+            items = [row["name"] for row in page["items"]]
+            assert len(items) <= limit
+            walked.extend(items)
+            assert (page["next"] is None) or page["next"] == items[-1]
+            request = None if page["next"] is None else m.ListLogicalSources(limit, page["next"])
+        assert walked == sorted(walked) and len(walked) == len(set(walked)), walked
+        assert stable <= set(walked), sorted(stable - set(walked))
+        assert set(walked) <= ever
+    finally:
+        drops = [m.DropLogicalSource(n) for n in _all_sources(activities)]
+        run_pass(activities, next(_passes), drops)
+
+
+def test_pages_of_queries_and_sinks_by_id_and_name_and_show_pages(catalog_url: str) -> None:
+    activities = CatalogActivities(catalog_url)
+    setup: list[m.Request] = [
+        m.CreateLogicalSource("src", SCHEMA),
+        m.CreatePhysicalSource("src", "FILE", {"file_path": "src.csv"}),
+        *(m.CreateSink(f"out{i:02}", SCHEMA, "Print") for i in range(7)),
+    ]
+    for answer in run_pass(activities, 1, setup):
+        _ok(answer)
+    created = [
+        _ok(a)["id"]
+        for a in run_pass(
+            activities, 2, [m.CreateQuery(f"SELECT id FROM src INTO out{i:02}") for i in range(7)]
+        )
+    ]
+    # a query dropped in the pass that lists is not listed; one created there is
+    dropped, *kept = created
+    answers = run_pass(
+        activities,
+        3,
+        [
+            m.DropQuery(dropped),
+            m.ListQueries(limit=3),
+            m.CreateQuery("SELECT id FROM src INTO out00"),
+        ],
+    )
+    first = _ok(answers[1])
+    assert [q["id"] for q in first["items"]] == kept[:3] and first["next"] == kept[2]
+    late = _ok(answers[2])["id"]
+    ids: list[int] = [q["id"] for q in first["items"]]
+    request: m.ListQueries | None = m.ListQueries(limit=3, after=first["next"])
+    pass_no = 4
+    while request is not None:
+        [answer] = run_pass(activities, pass_no, [request])
+        pass_no += 1
+        page = _ok(answer)
+        ids.extend(q["id"] for q in page["items"])
+        request = None if page["next"] is None else m.ListQueries(3, page["next"])
+    assert ids == [*kept, late]
+
+    [sinks] = run_pass(activities, pass_no, [m.ListSinks(limit=5, after="out02")])
+    assert [s["name"] for s in _ok(sinks)["items"]] == ["out03", "out04", "out05", "out06"]
+
+    # SHOW with a limit answers a page and the body of the next; following them gives every
+    # row, as the unpaged SHOW does
+    def ask(request: m.Request) -> Any:
+        nonlocal pass_no
+        pass_no += 1
+        [answer] = run_pass(activities, pass_no, [request])
+        return _ok(answer)
+
+    paged = ask(m.ExecuteStatement("SHOW QUERIES; SHOW SINKS", limit=2))
+    first_show = paged["statements"][0]["result"]
+    assert len(first_show["rows"]) == 2 and first_show["next"]["limit"] == 2
+    whole = ask(m.ExecuteStatement("SHOW QUERIES; SHOW SINKS"))
+    completed = complete_show_pages(ask, paged)
+    for got, want in zip(completed["statements"], whole["statements"], strict=True):
+        assert got["result"]["rows"] == want["result"]["rows"]
+        assert got["result"]["next"] is None and want["result"]["next"] is None
+    assert [q["id"] for q in completed["statements"][0]["result"]["rows"]] == [*kept, late]
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        m.ListQueries(limit=0),
+        m.ListQueries(limit=MAX_PAGE_ROWS + 1),
+        m.ListSinks(limit=-5),
+        m.ListPhysicalSources(logical_source="nope", limit=0),
+        m.ExecuteStatement("SHOW QUERIES", limit=0),
+        m.ExecuteStatement("SHOW QUERIES", after="3"),  # a cursor without a limit
+        m.ExecuteStatement("SHOW QUERIES; SHOW SINKS", limit=2, after="3"),
+        m.ExecuteStatement("SHOW QUERIES", limit=2, after="not-an-id"),
+    ],
+)
+def test_bad_limits_and_cursors_are_refused_with_invalid_request(
+    catalog_url: str, request_: m.Request
+) -> None:
+    activities = CatalogActivities(catalog_url)
+    [answer] = run_pass(activities, 1, [request_])
+    assert not answer["ok"] and answer["error_code"] == "INVALID_REQUEST", answer
+    assert "limit" in answer["error_message"] or "after" in answer["error_message"]
+
+
+def test_a_page_stops_before_its_items_reach_the_byte_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(listing, "MAX_PAGE_BYTES", 1000)
+    rows = [{"k": i, "blob": "x" * 300} for i in range(10)]
+    page = listing.page_of(rows, 8, dict, itemgetter("k"))
+    assert [r["k"] for r in page["items"]] == [0, 1, 2] and page["next"] == 2
+    # one item larger than the budget is still answered alone, so a walk always advances
+    huge = [{"k": 0, "blob": "x" * 5000}, {"k": 1, "blob": ""}]
+    page = listing.page_of(huge, 8, dict, itemgetter("k"))
+    assert [r["k"] for r in page["items"]] == [0] and page["next"] == 0
+    last = listing.page_of(rows[:2], 8, dict, itemgetter("k"))
+    assert len(last["items"]) == 2 and last["next"] is None
