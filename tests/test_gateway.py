@@ -398,7 +398,12 @@ async def test_every_route_answers_as_documented(gateway: Gateway) -> None:
     )
     [show] = paged_show.body["statements"]
     assert [r["name"] for r in show["result"]["rows"]] == ["ORDERS"]
-    rest = await call("POST", "/v1/statements", body=show["result"]["next"])
+    assert show["result"]["next"] == "ORDERS"  # the cursor: the same text with after=next
+    rest = await call(
+        "POST",
+        "/v1/statements",
+        body={"text": "SHOW LOGICAL SOURCES", "limit": 1, "after": show["result"]["next"]},
+    )
     assert [r["name"] for r in rest.body["statements"][0]["result"]["rows"]] == ["clicks"]
 
     physical = await call(

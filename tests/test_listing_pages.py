@@ -146,23 +146,33 @@ def test_pages_of_queries_and_sinks_by_id_and_name_and_show_pages(catalog_url: s
     [sinks] = run_pass(activities, pass_no, [m.ListSinks(limit=5, after="out02")])
     assert [s["name"] for s in _ok(sinks)["items"]] == ["out03", "out04", "out05", "out06"]
 
-    # SHOW with a limit answers a page and the body of the next; following them gives every
-    # row, as the unpaged SHOW does
+    # A lone SHOW with a limit answers a page and the cursor of the next; following them
+    # gives every row, as the unpaged SHOW does
     def ask(request: m.Request) -> Any:
         nonlocal pass_no
         pass_no += 1
         [answer] = run_pass(activities, pass_no, [request])
         return _ok(answer)
 
-    paged = ask(m.ExecuteStatement("SHOW QUERIES; SHOW SINKS", limit=2))
-    first_show = paged["statements"][0]["result"]
-    assert len(first_show["rows"]) == 2 and first_show["next"]["limit"] == 2
-    whole = ask(m.ExecuteStatement("SHOW QUERIES; SHOW SINKS"))
-    completed = complete_show_pages(ask, paged)
-    for got, want in zip(completed["statements"], whole["statements"], strict=True):
-        assert got["result"]["rows"] == want["result"]["rows"]
-        assert got["result"]["next"] is None and want["result"]["next"] is None
-    assert [q["id"] for q in completed["statements"][0]["result"]["rows"]] == [*kept, late]
+    for text in ("SHOW QUERIES", "SHOW SINKS", "SHOW PHYSICAL SOURCES FOR src"):
+        request = m.ExecuteStatement(text, limit=2)
+        paged = ask(request)
+        first_show = paged["statements"][0]["result"]
+        assert len(first_show["rows"]) <= 2
+        whole = ask(m.ExecuteStatement(text))["statements"][0]["result"]
+        completed = complete_show_pages(ask, request, paged)["statements"][0]["result"]
+        assert completed["rows"] == whole["rows"] and completed["next"] is None
+        assert whole["next"] is None
+    assert [
+        q["id"] for q in ask(m.ExecuteStatement("SHOW QUERIES"))["statements"][0]["result"]["rows"]
+    ] == [*kept, late]
+
+    # in a script a SHOW is not paged: it lists every row where it stands, so later
+    # statements cannot change what it answers
+    script = ask(m.ExecuteStatement("SHOW SINKS; DROP SINK out06 CASCADE; SHOW SINKS", limit=2))
+    before, _, after = (s["result"] for s in script["statements"])
+    assert len(before["rows"]) == 7 and len(after["rows"]) == 6
+    assert before["next"] is None and after["next"] is None
 
 
 @pytest.mark.parametrize(
@@ -174,8 +184,14 @@ def test_pages_of_queries_and_sinks_by_id_and_name_and_show_pages(catalog_url: s
         m.ListPhysicalSources(logical_source="nope", limit=0),
         m.ExecuteStatement("SHOW QUERIES", limit=0),
         m.ExecuteStatement("SHOW QUERIES", after="3"),  # a cursor without a limit
+        m.ListQueries(after=3),
+        m.ListLogicalSources(after="A"),
+        m.ListPhysicalSources(logical_source="nope", after=3),
         m.ExecuteStatement("SHOW QUERIES; SHOW SINKS", limit=2, after="3"),
         m.ExecuteStatement("SHOW QUERIES", limit=2, after="not-an-id"),
+        m.ExecuteStatement("SHOW QUERIES", limit=2, after="9223372036854775808"),
+        m.ExecuteStatement("SHOW PHYSICAL SOURCES", limit=2, after="-99999999999999999999"),
+        m.ExecuteStatement("SHOW QUERIES", limit=2, after="1_0"),
     ],
 )
 def test_bad_limits_and_cursors_are_refused_with_invalid_request(
@@ -200,3 +216,34 @@ def test_a_page_stops_before_its_items_reach_the_byte_budget(
     assert [r["k"] for r in page["items"]] == [0] and page["next"] == 0
     last = listing.page_of(rows[:2], 8, dict, itemgetter("k"))
     assert len(last["items"]) == 2 and last["next"] is None
+
+
+def test_a_lone_show_that_does_not_fit_the_pass_is_asked_again_not_refused(
+    catalog_url: str,
+) -> None:
+    """A SHOW changes nothing: when its page does not fit what is left of a pass's answers,
+    it is ``UNAVAILABLE`` (ask again), as a listing is, not ``TOO_LARGE``."""
+    activities = CatalogActivities(catalog_url)
+    padding = " AND ".join(f"v != {n}" for n in range(110))
+    schema = (*SCHEMA, m.ColumnSpec("v", "INT64", False))
+    setup: list[m.Request] = [
+        m.CreateLogicalSource("src", schema),
+        m.CreatePhysicalSource("src", "FILE", {"file_path": "src.csv"}),
+        m.CreateSink("out", schema, "Print"),
+        *(
+            m.CreateQuery(f"SELECT id, v FROM src WHERE {padding} AND v != -{n} INTO out")
+            for n in range(600)
+        ),
+    ]
+    assert all(a["ok"] for a in run_pass(activities, 1, setup))
+    shows = run_pass(activities, 2, [m.ExecuteStatement("SHOW QUERIES", limit=500)] * 5)
+    codes = ["ok" if a["ok"] else a["error_code"] for a in shows]
+    assert "TOO_LARGE" not in codes and codes[0] == "ok" and "UNAVAILABLE" in codes, codes
+
+
+def test_unset_paging_fields_stay_out_of_the_body() -> None:
+    """An older coordinator refuses unknown fields: a request that does not page sends none."""
+    assert m.ListQueries().body() == {}
+    assert m.ExecuteStatement("SHOW QUERIES").body() == {"text": "SHOW QUERIES"}
+    assert m.ListSinks(limit=5, after="a").body() == {"limit": 5, "after": "a"}
+    assert m.ListChanges().body()["limit"] == 100

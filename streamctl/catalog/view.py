@@ -22,11 +22,12 @@ start of a pass cannot change underneath it.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Hashable, Iterable, Sequence
 from operator import attrgetter
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Column, String, bindparam, delete, func, select, update
+from sqlalchemy import Column, String, bindparam, delete, func, select, text, update
 from sqlalchemy.orm import Session
 
 from streamctl.catalog.fit import check_rows_fit
@@ -133,11 +134,10 @@ class EntityMap(Generic[K, R]):
         """Load the next ``count`` catalog rows above ``after`` in key order; the last key
         read when the catalog may hold more, None when it holds no more."""
         ordered: Any = self.key_column
-        if self._session.get_bind().dialect.name == "postgresql" and isinstance(
-            self.key_column.type, String
-        ):
-            # Python compares strings by code point, as SQLite's BINARY collation does;
-            # PostgreSQL's default collation may not, and both must agree on the order.
+        if isinstance(self.key_column.type, String) and not _orders_by_code_point(self._session):
+            # Python compares strings by code point, as SQLite's BINARY collation does; this
+            # database's default collation does not, and both must agree on the order. (The
+            # key's index is in the default collation, so such a page scans the table.)
             ordered = self.key_column.collate("C")
         statement = select(*self._columns).order_by(ordered).limit(count)
         if after is not None:
@@ -206,6 +206,30 @@ class EntityMap(Generic[K, R]):
                 self._loaded.pop(key, None)
             else:
                 self._loaded[key] = tuple(self._values_of(row))
+
+
+_CODE_POINT_COLLATIONS = frozenset({"C", "POSIX", "C.UTF-8", "C.UTF8", "UCS_BASIC"})
+_code_point_order: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def _orders_by_code_point(session: Session) -> bool:
+    """Whether the database sorts text by code point (SQLite's BINARY; PostgreSQL's C, POSIX
+    and C.UTF-8 collations), asked once per engine."""
+    bind = session.get_bind()
+    engine = getattr(bind, "engine", bind)
+    known = _code_point_order.get(engine)
+    if known is None:
+        if bind.dialect.name != "postgresql":
+            known = bind.dialect.name == "sqlite"
+        else:
+            collation = session.execute(
+                text("SELECT datcollate FROM pg_database WHERE datname = current_database()")
+            ).scalar_one()
+            known = str(collation).upper().replace("-", "") in {
+                name.replace("-", "") for name in _CODE_POINT_COLLATIONS
+            }
+        _code_point_order[engine] = known
+    return known
 
 
 def _above(key: Any, low: Any) -> bool:

@@ -104,10 +104,11 @@ def with_spark_plans(
 
 def run_sql(address: str, workflow_id: str, text: str, as_json: bool, console: Console) -> int:
     with CoordinatorClient(address, workflow_id=workflow_id) as client:
-        code, result = _ask(client, m.ExecuteStatement(text, limit=PAGE_ROWS), as_json)
+        request = m.ExecuteStatement(text, limit=PAGE_ROWS)
+        code, result = _ask(client, request, as_json)
         if code != EXIT_OK:
             return code
-        code, result = _every_show_row(client, result, as_json)
+        code, result = _every_show_row(client, request, result, as_json)
         if code != EXIT_OK:
             return code
         with_spark_plans(client, result, None if as_json else console)
@@ -120,11 +121,11 @@ def run_sql(address: str, workflow_id: str, text: str, as_json: bool, console: C
 
 
 def _every_show_row(
-    client: CoordinatorClient, result: dict[str, Any], as_json: bool
+    client: CoordinatorClient, request: m.ExecuteStatement, result: dict[str, Any], as_json: bool
 ) -> tuple[int, dict[str, Any]]:
-    """The answer with the following pages of each ``SHOW`` (asked for one by one)."""
+    """The answer with the following pages of a lone ``SHOW`` (asked for one by one)."""
     try:
-        return EXIT_OK, complete_show_pages(client.ask_blocking, result)
+        return EXIT_OK, complete_show_pages(client.ask_blocking, request, result)
     except CoordinatorError as error:
         print_refusal(error.code, f"listing the next page: {error.message}", as_json)
         return EXIT_REFUSED, result

@@ -4,9 +4,10 @@ Protocol (:mod:`streamctl.workflows.messages`, "Listings are paged on request"):
 asks a ``List*`` request with ``limit`` and gets ``{"items", "next"}``; while ``next`` is not
 None it asks the same request with ``after=next``
 (:meth:`~streamctl.client.client.CoordinatorClient.list_all` does). An ``ExecuteStatement``
-sent with ``limit`` answers each ``SHOW`` with one page and ``next``, the ``ExecuteStatement``
-body of the following page; :func:`complete_show_pages` follows those until the last page and
-gives back the answer with every row, as one unpaged ``SHOW`` would have answered it.
+whose text is one ``SHOW``, sent with ``limit``, answers one page and ``next``, the cursor of
+the following page (the same text with ``after=next``); :func:`complete_show_pages` follows
+those until the last page and gives back the answer with every row. (A ``SHOW`` among other
+statements is not paged: it lists every row where it stands in the script.)
 
 Every page is one request with its own deadline, so a listing of any length is answered
 without any single answer nearing the payload limits; a listing that changes while it is
@@ -47,16 +48,18 @@ def next_page(request: L, page: dict[str, Any]) -> L | None:
     return replace(request, after=page["next"])  # type: ignore[call-arg]
 
 
-def complete_show_pages(ask: Callable[[m.Request], Any], answer: dict[str, Any]) -> dict[str, Any]:
-    """``answer`` (of an ``ExecuteStatement`` sent with ``limit``) with every ``SHOW``'s
-    following pages asked for through the blocking ``ask`` and appended; each ``next`` is
-    None afterwards."""
-    for outcome in answer.get("statements", []):
-        if not str(outcome.get("statement", "")).startswith("SHOW "):
-            continue
-        result = outcome["result"]
-        while result.get("next"):
-            following = ask(m.ExecuteStatement(**result["next"]))["statements"][0]["result"]
-            result["rows"].extend(following["rows"])
-            result["next"] = following["next"]
+def complete_show_pages(
+    ask: Callable[[m.Request], Any], request: m.ExecuteStatement, answer: dict[str, Any]
+) -> dict[str, Any]:
+    """``answer`` (to ``request``, an ``ExecuteStatement`` sent with ``limit``) with the
+    following pages of its ``SHOW`` asked for through the blocking ``ask`` and appended; its
+    ``next`` is None afterwards. Only a text that is one ``SHOW`` is paged."""
+    statements = answer.get("statements", [])
+    if len(statements) != 1 or not str(statements[0].get("statement", "")).startswith("SHOW "):
+        return answer
+    result = statements[0]["result"]
+    while result.get("next") is not None:
+        following = ask(replace(request, after=result["next"]))["statements"][0]["result"]
+        result["rows"].extend(following["rows"])
+        result["next"] = following["next"]
     return answer

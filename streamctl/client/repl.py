@@ -126,11 +126,12 @@ def run_repl(client: CoordinatorClient, console: Console, history: Path) -> int:
         if command.lower() == "help":
             console.print(escape(HELP))
             continue
-        response = client.ask_response_blocking(m.ExecuteStatement(text, limit=PAGE_ROWS))
+        request = m.ExecuteStatement(text, limit=PAGE_ROWS)
+        response = client.ask_response_blocking(request)
         if response.ok:
             code = 0
             try:
-                result = complete_show_pages(client.ask_blocking, response.result)
+                result = complete_show_pages(client.ask_blocking, request, response.result)
             except (ClientError, CoordinatorError) as error:
                 errors.print(f"[red]listing the next page failed[/]: {escape(str(error))}")
                 code, result = 1, response.result

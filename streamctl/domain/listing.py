@@ -31,12 +31,18 @@ R = TypeVar("R")
 J = TypeVar("J")
 
 
-def check_page(limit: int | None, what: str) -> None:
-    """Refuse a ``limit`` outside ``1..MAX_PAGE_ROWS`` (``INVALID_REQUEST``)."""
+def check_page(limit: int | None, after: Any, what: str) -> None:
+    """Refuse a ``limit`` outside ``1..MAX_PAGE_ROWS``, and a cursor without a limit
+    (``INVALID_REQUEST``)."""
     if limit is not None and not 1 <= limit <= MAX_PAGE_ROWS:
         raise RequestFailed(
             ErrorCode.INVALID_REQUEST,
             f"{what}: limit must be from 1 to {MAX_PAGE_ROWS} items a page, got {limit}",
+        )
+    if after is not None and limit is None:
+        raise RequestFailed(
+            ErrorCode.INVALID_REQUEST,
+            f"{what}: after (the cursor of a page) goes with limit (the size of the page)",
         )
 
 
@@ -48,7 +54,7 @@ def listing(
     what: str,
 ) -> list[J] | answers.Page:
     """The whole table in key order (no ``limit``), or one page of it."""
-    check_page(limit, what)
+    check_page(limit, after, what)
     if limit is None:
         key = rows.key_column.name
         return [to_json(row) for row in sorted(rows.all(), key=lambda row: getattr(row, key))]

@@ -84,7 +84,7 @@ class PassOutput:
         (:data:`MAX_RESPONSE_BYTES`) or for what is left of this pass's result
         (:data:`MAX_PASS_RESULT_BYTES`, under Temporal's 2 MB payload limit)."""
         size = body_size(response.result)
-        read_only = request.kind in m.READ_ONLY_KINDS
+        read_only = request.kind in m.READ_ONLY_KINDS or _lone_show(request, response.result)
         applied = "" if read_only else " (it was applied)"
         if size > MAX_RESPONSE_BYTES:
             return error_response(
@@ -170,3 +170,16 @@ def _paging_hint(request: m.Message) -> str:
     if request.kind in m.PAGE_KEYS or request.kind == m.ExecuteStatement.kind:
         return "; ask for it in pages (limit, and after = the previous page's next)"
     return ""
+
+
+def _lone_show(request: m.Message, result: Any) -> bool:
+    """An ``ExecuteStatement`` whose text was one ``SHOW``: it changed nothing, so an answer
+    that does not fit may be asked for again, as a listing's may."""
+    if request.kind != m.ExecuteStatement.kind or not isinstance(result, dict):
+        return False
+    statements = result.get("statements")
+    return (
+        isinstance(statements, list)
+        and len(statements) == 1
+        and str(statements[0].get("statement", "")).startswith("SHOW ")
+    )

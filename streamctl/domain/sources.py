@@ -168,7 +168,7 @@ def list_physical_sources(
             physical_source_json,
             request.kind,
         )
-    check_page(request.limit, request.kind)
+    check_page(request.limit, request.after, request.kind)
     if ctx.view.logical_sources.get(request.logical_source) is None:
         raise _not_found("logical source", request.logical_source)
     # the physical sources of one logical source are loaded together; paged in memory

@@ -14,12 +14,14 @@ The answer is ``{"statements": [...]}``, one entry per statement in order::
     {"statement": "CREATE SINK", "line": 3, "column": 1, "result": <the request's result>}
 
 ``SHOW`` answers ``{"rows": [...], "format": "TEXT" | "JSON", "next": ...}`` as its result (the
-frontend renders it). With the request's ``limit`` a ``SHOW`` lists one page of at most that
-many rows, and ``next`` is the ``ExecuteStatement`` body that answers the following page (its
-``after`` cursor is the last listed key), or None after the last page; without it, every row
-(``next`` None). ``SHOW ... WHERE attr = value`` and ``DROP ... WHERE attr = value`` filter by
-one attribute of the listed rows (names compare case-insensitively; a page is filtered after
-it is listed, so it may hold fewer rows than the limit, or none, and still have a ``next``).
+frontend renders it). A text that is one ``SHOW`` sent with ``limit`` lists one page of at most
+that many rows, and ``next`` is the cursor of the following page (the last listed key; the
+same text with ``after=next`` answers it), or None after the last page. Otherwise a ``SHOW``
+lists every row (``next`` None): in a script, later pages would list the catalog as the
+statements after the ``SHOW`` left it. ``SHOW ... WHERE attr = value`` and ``DROP ... WHERE
+attr = value`` filter by one attribute of the listed rows (names compare case-insensitively; a
+page is filtered after it is listed, so it may hold fewer rows than the limit, or none, and
+still have a ``next``).
 
 Guarantees
 ----------
@@ -31,6 +33,7 @@ Guarantees
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, cast
@@ -40,7 +43,7 @@ from streamctl.domain import queries as queries_stage
 from streamctl.domain.context import PassContext, RequestFailed
 from streamctl.domain.listing import check_page
 from streamctl.error_codes import INVALID_STATEMENT, ErrorCode
-from streamctl.limits import INT32_MAX
+from streamctl.limits import INT32_MAX, INT64_MAX, INT64_MIN
 from streamctl.planner import ast
 from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_statements, statement_kind
@@ -100,15 +103,16 @@ def execute_statement(
         raise RequestFailed(error.code, error.message) from None
     if not statements:
         raise RequestFailed(ErrorCode.INVALID_REQUEST, "the text holds no statement")
-    check_page(request.limit, request.kind)
+    check_page(request.limit, request.after, request.kind)
     one_show = len(statements) == 1 and isinstance(statements[0], ast.ShowStatement)
-    if request.after is not None and (request.limit is None or not one_show):
+    if request.after is not None and not one_show:
         raise RequestFailed(
             ErrorCode.INVALID_REQUEST,
-            "after (the cursor of a SHOW's next page) goes with limit and a text that is one "
-            "SHOW statement",
+            "after (the cursor of a SHOW's next page) goes with a text that is one SHOW statement",
         )
-    runner = _Runner(ctx, request.limit, request.after)
+    # Only a lone SHOW is paged: its next pages list the catalog as it is then, which in a
+    # script would be after the statements behind it, not where the SHOW stands.
+    runner = _Runner(ctx, request.limit if one_show else None, request.after)
     answers: list[dict[str, Any]] = []
     for number, (statement, statement_text) in enumerate(
         zip(statements, _texts(text, statements), strict=True), start=1
@@ -191,7 +195,7 @@ class _Runner:
         if statement.for_logical_source is not None:
             logical = self._logical_source_name(statement.for_logical_source)
             listing = m.ListPhysicalSources(logical_source=logical)
-        follow: dict[str, Any] | None = None
+        following: str | None = None
         if self.limit is None:
             rows: list[dict[str, Any]] = self.ask(listing)
         else:
@@ -199,11 +203,10 @@ class _Runner:
             # every SHOW listing is one of the paged List* requests (m.PAGE_KEYS)
             page = self.ask(replace(cast(Any, listing), limit=self.limit, after=after))
             rows = page["items"]
-            if page["next"] is not None:
-                follow = {"text": text, "limit": self.limit, "after": str(page["next"])}
+            following = None if page["next"] is None else str(page["next"])
         if statement.filter is not None:
             rows = _matching(rows, statement.subject, statement.filter)
-        return {"rows": rows, "format": statement.format, "next": follow}
+        return {"rows": rows, "format": statement.format, "next": following}
 
     def drop(self, statement: ast.DropStatement) -> Any:
         subject, key = DROP_SUBJECTS[statement.subject]
@@ -249,12 +252,11 @@ def _cursor(after: str | None, key: str) -> str | int | None:
     """A SHOW cursor as its listing's key: an id is a whole number."""
     if after is None or key != "id":
         return after
-    try:
-        return int(after)
-    except ValueError:
+    if re.fullmatch(r"-?[0-9]{1,19}", after) is None or not INT64_MIN <= int(after) <= INT64_MAX:
         raise RequestFailed(
             ErrorCode.INVALID_REQUEST, f"after must be the id a page ended with, got {after!r}"
-        ) from None
+        )
+    return int(after)
 
 
 def _inline_owner(row: Mapping[str, Any]) -> int | None:

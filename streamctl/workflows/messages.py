@@ -100,10 +100,19 @@ class Message:
     """Pass stage: 1 infrastructure (workers), 2 sources and sinks, 3 queries."""
 
     def body(self) -> dict[str, Any]:
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+        return {
+            f.name: _plain(value)
+            for f in fields(self)
+            if (value := getattr(self, f.name)) is not None or f.name not in OMITTED_WHEN_NONE
+        }
 
     def to_envelope(self, message_id: str) -> Envelope:
         return Envelope(id=message_id, kind=self.kind, body=self.body())
+
+
+OMITTED_WHEN_NONE = frozenset({"limit", "after"})
+"""Fields added to existing kinds (paging) that a body leaves out while unset, so that a
+coordinator which predates them still takes the requests of a newer client."""
 
 
 def _plain(value: Any) -> Any:
@@ -409,10 +418,9 @@ class ListQuarantined(Request):
 
 @dataclass(frozen=True)
 class ExecuteStatement(Request):
-    """NebulaStream statements (:mod:`streamctl.domain.statements`). With ``limit``, each
-    ``SHOW`` answers one page of its listing and, when more may follow, ``next``: the
-    ``ExecuteStatement`` body that asks for the following page (``after`` is valid only in a
-    text that is one ``SHOW`` statement)."""
+    """NebulaStream statements (:mod:`streamctl.domain.statements`). A text that is one
+    ``SHOW`` sent with ``limit`` answers one page of its listing and, when more may follow,
+    ``next``: the cursor to send as ``after`` with the same text for the following page."""
 
     kind: ClassVar[str] = "ExecuteStatement"
     stage: ClassVar[int] = 3

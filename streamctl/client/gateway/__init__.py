@@ -30,8 +30,8 @@ A create answers ``201 Created`` with a ``Location`` header naming the new item.
 A listing (``GET`` of a collection) answers every item, or with ``?limit=N`` one page of at
 most ``N`` items in key order and, while more follow, a ``Link: <...&after=KEY>; rel="next"``
 header naming the next page (the key of the page's last item is the cursor).
-``POST /v1/statements`` takes ``limit`` (and ``after``) the same way for ``SHOW``: each SHOW
-answers a page and ``next``, the body to post for the following one.
+``POST /v1/statements`` takes ``limit`` (and ``after``) the same way for a text that is one
+``SHOW``: it answers a page and ``next``, the cursor to post as ``after`` with the same text.
 
 Auth
 ----

@@ -34,8 +34,8 @@ class StatementSpec(_Body):
         None,
         ge=1,
         le=MAX_PAGE_ROWS,
-        description="Each SHOW answers one page of at most this many rows and, while more "
-        "follow, `next`: the body that asks for the next page.",
+        description="A text that is one SHOW answers one page of at most this many rows and, "
+        "while more follow, `next`: the cursor to send as `after` with the same text.",
     )
     after: str | None = Field(
         None, description="With limit and a single SHOW: the cursor of the page to answer."
