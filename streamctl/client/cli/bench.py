@@ -62,6 +62,20 @@ def bench_deploy(
     print(json.dumps(result) if as_json else json.dumps(result, indent=2))
 
 
+@bench_app.command("throughput")
+def bench_throughput(
+    as_json: JsonOption = False,
+    rows: int = typer.Option(2_000_000, min=1, help="Rows of the generated input file."),
+    repeat: int = typer.Option(1, min=1, help="Measured runs of each side (the median counts)."),
+    master: str = typer.Option("local[2]", help="Spark master of the session."),
+) -> None:
+    """Rows/s of planned queries against the same queries hand-written in PySpark."""
+    from streamctl.bench.throughput import run_throughput_bench
+
+    result = run_throughput_bench(rows, repeat, master)
+    print(json.dumps(result) if as_json else json.dumps(result, indent=2))
+
+
 @bench_app.command("adversarial")
 def bench_adversarial(
     as_json: JsonOption = False,
