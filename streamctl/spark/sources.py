@@ -560,29 +560,45 @@ def _in_range(number: Column, nes_type: str) -> Column:
     return number.between(F.lit(Decimal(low)), F.lit(Decimal(high)))
 
 
+_BLANKS: Final = " \t\n\u000b\f\r"
+"""White space a number or boolean field may have around it: Java's regex ``\\s``."""
+
+
 def _unquoted(field: Column) -> Column:
     """The field without one level of surrounding double quotes (``""`` inside is ``"``)."""
     from pyspark.sql import functions as F
 
-    inner = F.regexp_replace(F.regexp_extract(field, r'(?s)^"(.*)"$', 1), '""', '"')
-    return F.when(field.rlike(r'(?s)^".*"$'), inner).otherwise(field)
+    quoted = (F.length(field) >= 2) & field.startswith('"') & field.endswith('"')
+    inner = F.replace(F.substring(field, F.lit(2), F.length(field) - 2), F.lit('""'), F.lit('"'))
+    return F.when(quoted, inner).otherwise(field)
 
 
 def _typed_fields(raw: DataFrame, spec: SourceSpec, *, csv: bool, quoted: bool) -> DataFrame:
-    """Typed columns from raw field texts ``_f<i>``: cleaned texts ``_t<i>`` first, so each
-    regular expression runs once per field (and 200 columns give less generated code)."""
+    """Typed columns from raw field texts ``_f<i>``, in three projections so that each
+    expression runs once per field (Spark keeps a projection apart where collapsing it would
+    repeat a costly expression): the cleaned texts ``_t<i>``, then each text's candidate
+    value ``_c<i>`` (NULL where the text is not of the column's type), then the checked values.
+    """
     from pyspark.sql import functions as F
 
+    count = len(spec.schema)
     cleaned = raw.select(
-        *(F.col(f"_f{i}") for i in range(len(spec.schema))),
+        *(F.col(f"_f{i}") for i in range(count)),
         *(
             _field_text(F.col(f"_f{i}"), column, csv=csv, quoted=quoted).alias(f"_t{i}")
             for i, column in enumerate(spec.schema)
         ),
     )
-    return cleaned.select(
+    candidates = cleaned.select(
+        *(F.col(f"_f{i}") for i in range(count)),
         *(
-            _parse_field(F.col(f"_f{i}"), F.col(f"_t{i}"), column, spec, csv=csv).alias(
+            _candidate(F.col(f"_t{i}"), column).alias(f"_c{i}")
+            for i, column in enumerate(spec.schema)
+        ),
+    )
+    return candidates.select(
+        *(
+            _parse_field(F.col(f"_f{i}"), F.col(f"_c{i}"), column, spec, csv=csv).alias(
                 column["name"]
             )
             for i, column in enumerate(spec.schema)
@@ -598,38 +614,51 @@ def _field_text(field: Column, column: Mapping[str, Any], *, csv: bool, quoted: 
     text = _unquoted(field) if quoted else field
     if nes_type == "VARSIZED":
         return text
-    trimmed = F.regexp_replace(text, r"^\s+|\s+$", "")
+    trimmed = F.btrim(text, F.lit(_BLANKS))
     if not csv and nes_type in ("FLOAT32", "FLOAT64"):
         # Spark's JSON parser hands JSON's non-numeric numbers back quoted
         trimmed = F.regexp_replace(trimmed, r'(?i)^"(-?(?:infinity|nan))"$', "$1")
     return trimmed
 
 
-def _parse_field(
-    field: Column, text: Column, column: Mapping[str, Any], spec: SourceSpec, *, csv: bool
-) -> Column:
-    """One field (raw, and its :func:`_field_text`) as a typed value (module docstring)."""
+def _candidate(text: Column, column: Mapping[str, Any]) -> Column:
+    """The value a field's text stands for in its column's type, or NULL where the text is not
+    of that type: an integer as an exact ``DECIMAL(38, 0)`` (its range is checked after), a
+    float as its Spark type, a boolean's text lower-cased; other texts as they are."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DecimalType
+
+    nes_type = canonical_type(column["type"])
+    if nes_type == "BOOLEAN":
+        return F.lower(text)
+    if nes_type in INTEGER_TYPES:
+        pattern = _UNSIGNED_TEXT if nes_type in UNSIGNED_TYPES else _INTEGER_TEXT
+        return F.when(text.rlike(pattern), text).try_cast(DecimalType(38, 0))
+    if nes_type in ("FLOAT32", "FLOAT64"):
+        return F.when(text.rlike(_FLOAT_TEXT), text).try_cast(spark_type(nes_type))
+    return text
+
+
+def _parse_field(
+    field: Column, candidate: Column, column: Mapping[str, Any], spec: SourceSpec, *, csv: bool
+) -> Column:
+    """One field (raw, and its :func:`_candidate`) as a typed value (module docstring)."""
+    from pyspark.sql import functions as F
 
     nes_type = canonical_type(column["type"])
     missing = (field == "") if csv else field.isNull()
     if nes_type == "VARSIZED":
         if csv and not column["nullable"]:
             missing = F.lit(False)  # an empty field is the empty string where NULL cannot be
-        return _accept(text, F.lit(True), missing, field, column, spec)
+        return _accept(candidate, F.lit(True), missing, field, column, spec)
     if nes_type == "CHAR":
-        return _accept(text, F.length(text) == 1, missing, field, column, spec)
+        return _accept(candidate, F.length(candidate) == 1, missing, field, column, spec)
     if nes_type == "BOOLEAN":
-        lowered = F.lower(text)
-        valid = lowered.isin("true", "false", "1", "0")
-        return _accept(lowered.isin("true", "1"), valid, missing, field, column, spec)
+        valid = candidate.isin("true", "false", "1", "0")
+        return _accept(candidate.isin("true", "1"), valid, missing, field, column, spec)
     if nes_type in INTEGER_TYPES:
-        pattern = _UNSIGNED_TEXT if nes_type in UNSIGNED_TYPES else _INTEGER_TEXT
-        number = F.when(text.rlike(pattern), text).try_cast(DecimalType(38, 0))
-        return _accept(number, _in_range(number, nes_type), missing, field, column, spec)
-    value = F.when(text.rlike(_FLOAT_TEXT), text).try_cast(spark_type(nes_type))
-    return _accept(value, value.isNotNull(), missing, field, column, spec)
+        return _accept(candidate, _in_range(candidate, nes_type), missing, field, column, spec)
+    return _accept(candidate, candidate.isNotNull(), missing, field, column, spec)
 
 
 def _conform(frame: DataFrame, spec: SourceSpec) -> DataFrame:
