@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Annotated, Any
 
@@ -53,21 +54,42 @@ IdAfter = Annotated[
 ]
 
 
-async def _listed(
-    client: CoordinatorClient,
-    listing: m.Request,
-    request: HttpRequest,
-    response: HttpResponse,
-) -> Any:
-    """The listing's answer: the whole list, or with ``limit`` one page's items and a
-    ``Link: <...>; rel="next"`` header while more follow (RFC 8288)."""
-    answer = await client.ask(listing)
-    if getattr(listing, "limit", None) is None:
-        return answer
-    if answer["next"] is not None:
-        following = request.url.include_query_params(after=answer["next"])
-        response.headers["Link"] = f'<{following}>; rel="next"'
-    return answer["items"]
+@dataclass(frozen=True)
+class _Paging:
+    """The ``?limit`` and ``?after`` of a collection's GET, and the HTTP exchange they page."""
+
+    request: HttpRequest
+    response: HttpResponse
+    limit: int | None
+    after: Any
+    """A name (NamePaging) or an id (IdPaging), as the listing's key is."""
+
+    async def answer(self, client: CoordinatorClient, listing: m.Request) -> Any:
+        """The listing's answer: the whole list, or with ``limit`` one page's items and a
+        ``Link: <...>; rel="next"`` header while more follow (RFC 8288)."""
+        answer = await client.ask(listing)
+        if self.limit is None:
+            return answer
+        if answer["next"] is not None:
+            following = self.request.url.include_query_params(after=answer["next"])
+            self.response.headers["Link"] = f'<{following}>; rel="next"'
+        return answer["items"]
+
+
+def _name_paging(
+    request: HttpRequest, response: HttpResponse, limit: PageLimit = None, after: NameAfter = None
+) -> _Paging:
+    return _Paging(request, response, limit, after)
+
+
+def _id_paging(
+    request: HttpRequest, response: HttpResponse, limit: PageLimit = None, after: IdAfter = None
+) -> _Paging:
+    return _Paging(request, response, limit, after)
+
+
+NamePaging = Annotated[_Paging, Depends(_name_paging)]
+IdPaging = Annotated[_Paging, Depends(_id_paging)]
 
 
 def _client(request: HttpRequest) -> CoordinatorClient:
@@ -129,14 +151,8 @@ def v1_router(documented_auth: bool) -> APIRouter:
         responses=_problems(),
         tags=["logical sources"],
     )
-    async def list_logical_sources(
-        client: Client,
-        request: HttpRequest,
-        response: HttpResponse,
-        limit: PageLimit = None,
-        after: NameAfter = None,
-    ) -> Any:
-        return await _listed(client, m.ListLogicalSources(limit, after), request, response)
+    async def list_logical_sources(client: Client, page: NamePaging) -> Any:
+        return await page.answer(client, m.ListLogicalSources(page.limit, page.after))
 
     @router.get(
         "/logical-sources/{name}",
@@ -181,16 +197,13 @@ def v1_router(documented_auth: bool) -> APIRouter:
     )
     async def list_physical_sources(
         client: Client,
-        request: HttpRequest,
-        response: HttpResponse,
+        page: IdPaging,
         logical_source: Annotated[
             str | None, Query(description="Only the physical sources of this logical source.")
         ] = None,
-        limit: PageLimit = None,
-        after: IdAfter = None,
     ) -> Any:
-        listing = m.ListPhysicalSources(logical_source, limit, after)
-        return await _listed(client, listing, request, response)
+        listing = m.ListPhysicalSources(logical_source, page.limit, page.after)
+        return await page.answer(client, listing)
 
     @router.get(
         "/physical-sources/{id}",
@@ -228,14 +241,8 @@ def v1_router(documented_auth: bool) -> APIRouter:
         return result
 
     @router.get("/sinks", response_model=list[a.Sink], responses=_problems(), tags=["sinks"])
-    async def list_sinks(
-        client: Client,
-        request: HttpRequest,
-        response: HttpResponse,
-        limit: PageLimit = None,
-        after: NameAfter = None,
-    ) -> Any:
-        return await _listed(client, m.ListSinks(limit, after), request, response)
+    async def list_sinks(client: Client, page: NamePaging) -> Any:
+        return await page.answer(client, m.ListSinks(page.limit, page.after))
 
     @router.get("/sinks/{name}", response_model=a.Sink, responses=_problems(404), tags=["sinks"])
     async def get_sink(name: Name, client: Client) -> Any:
@@ -264,14 +271,8 @@ def v1_router(documented_auth: bool) -> APIRouter:
         return result
 
     @router.get("/queries", response_model=list[a.Query], responses=_problems(), tags=["queries"])
-    async def list_queries(
-        client: Client,
-        request: HttpRequest,
-        response: HttpResponse,
-        limit: PageLimit = None,
-        after: IdAfter = None,
-    ) -> Any:
-        return await _listed(client, m.ListQueries(limit, after), request, response)
+    async def list_queries(client: Client, page: IdPaging) -> Any:
+        return await page.answer(client, m.ListQueries(page.limit, page.after))
 
     @router.get(
         "/queries/{id}", response_model=a.QueryDetail, responses=_problems(404), tags=["queries"]
@@ -306,14 +307,8 @@ def v1_router(documented_auth: bool) -> APIRouter:
 
     # --- workers
     @router.get("/workers", response_model=list[a.Worker], responses=_problems(), tags=["workers"])
-    async def list_workers(
-        client: Client,
-        request: HttpRequest,
-        response: HttpResponse,
-        limit: PageLimit = None,
-        after: NameAfter = None,
-    ) -> Any:
-        return await _listed(client, m.ListWorkers(limit, after), request, response)
+    async def list_workers(client: Client, page: NamePaging) -> Any:
+        return await page.answer(client, m.ListWorkers(page.limit, page.after))
 
     @router.get(
         "/workers/{name}", response_model=a.Worker, responses=_problems(404), tags=["workers"]
