@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from streamctl.catalog.urls import libpq_url
-from streamctl.nes_text import Checksum, line_byte_sum, plain_value
+from streamctl.nes_text import Checksum, format_float, line_byte_sum, plain_value
 from streamctl.nes_types import FLOAT_TYPES, STRING_TYPES
 from streamctl.sink_files import (
     LATEST,
@@ -66,7 +66,6 @@ from streamctl.sink_files import (
     file_sink_directory,
     read_file_sink_rows,
 )
-from streamctl.spark.float_text import nes_float_text
 from streamctl.spark.specs import ConnectorError, SinkSpec
 from streamctl.spark.types import quote_identifier, spark_schema, spark_type
 
@@ -213,11 +212,15 @@ def _conform(df: DataFrame, spec: SinkSpec) -> DataFrame:
 # --- NebulaStream's CSV text in Spark --------------------------------------------------------
 
 
+def _format_float_or_null(value: float | None) -> str | None:
+    return None if value is None else format_float(value)
+
+
 def nes_csv_line(spec: SinkSpec, *, delimiter: str = ",", quote_strings: bool = False) -> Column:
     """A string column: each row as NES's CSV formatter writes it (no newline).
 
-    Every field is a native Spark expression; floating point numbers are rounded as C's
-    ``printf`` rounds them (:mod:`streamctl.spark.float_text`), not as Java's formatter does.
+    Integers, booleans and strings are formatted by Spark; floating point numbers by a Python
+    UDF, because NES rounds like C's ``printf`` and Java's formatter rounds differently.
     """
     from pyspark.sql import functions as F
 
@@ -230,13 +233,15 @@ def nes_csv_line(spec: SinkSpec, *, delimiter: str = ",", quote_strings: bool = 
 def _csv_fields(spec: SinkSpec, *, quote_strings: bool) -> list[Column]:
     """Each column's CSV text, NULL where the value is NULL."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
 
+    float_text = F.udf(_format_float_or_null, StringType(), useArrow=False)
     fields = []
     for column in spec.schema:
         value = F.col(quote_identifier(column["name"]))
         nes_type = column["type"]
         if nes_type in FLOAT_TYPES:
-            text = nes_float_text(value)
+            text = float_text(value)
         elif nes_type == "BOOLEAN":
             text = F.when(value, F.lit("true")).when(~value, F.lit("false"))
         elif nes_type in STRING_TYPES and quote_strings:

@@ -565,12 +565,14 @@ _BLANKS: Final = " \t\n\u000b\f\r"
 
 
 def _unquoted(field: Column) -> Column:
-    """The field without one level of surrounding double quotes (``""`` inside is ``"``)."""
+    """The field without one level of surrounding double quotes (``""`` inside is ``"``).
+
+    Java's ``$`` also matches before a final line terminator, so a quoted last field of a
+    CRLF line (``"alice"\r``) is unquoted too (and loses the ``\r``)."""
     from pyspark.sql import functions as F
 
-    quoted = (F.length(field) >= 2) & field.startswith('"') & field.endswith('"')
-    inner = F.replace(F.substring(field, F.lit(2), F.length(field) - 2), F.lit('""'), F.lit('"'))
-    return F.when(quoted, inner).otherwise(field)
+    inner = F.regexp_replace(F.regexp_extract(field, r'(?s)^"(.*)"$', 1), '""', '"')
+    return F.when(field.rlike(r'(?s)^".*"$'), inner).otherwise(field)
 
 
 def _typed_fields(raw: DataFrame, spec: SourceSpec, *, csv: bool, quoted: bool) -> DataFrame:

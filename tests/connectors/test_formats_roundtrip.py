@@ -273,3 +273,11 @@ def test_json_values_of_other_types_as_the_docstring_states(spark: Any) -> None:
     )
     with pytest.raises(Exception, match=r"not a JSON object|Malformed"):
         parse(spark, ["[1, 2]"], spec)
+
+
+def test_a_quoted_last_field_of_a_crlf_line_is_unquoted(spark: Any) -> None:
+    """A CRLF file read with the tuple delimiter \\n keeps the \\r: a quoted last field before
+    it loses its quotes as before (the parser's pattern ends at a final line terminator)."""
+    spec = source("INLINE", {"data": ""}, "id INT32", "name VARSIZED?", "n INT32")
+    lines = ['1,"alice","5"\r', '2,"",7', '3,"a""b",8\r']
+    assert same(parse(spark, lines, spec), [(1, "alice", 5), (2, "", 7), (3, 'a"b', 8)])
