@@ -248,6 +248,13 @@ def _convert(args: list[Column], types: list[str], result: str) -> Column:
         return _from_long_bits(as_double.cast(T.LongType()), result)  # truncates toward zero
     if result == "CHAR":
         return F.substring(value, 1, 1)
+    if source in INTEGER_TYPES and result == "FLOAT32":
+        # Spark counts integer -> float as a widening cast and simplifies
+        # cast(cast(i as float) as double), as FLOAT32 arithmetic computes, into
+        # cast(i as double): the rounding to single precision would be lost. NaNvl (never
+        # NaN here) is opaque to that rule.
+        rounded = value.cast(target)
+        return F.nanvl(rounded, rounded)
     return value.cast(target)
 
 

@@ -134,3 +134,22 @@ def test_comparisons_with_nan_are_ieee(spark: Any, tmp_path: Path) -> None:
     )
     assert _reference(text, sources) == expected
     assert _spark(spark, text, sources, tmp_path) == expected
+
+
+# query_api.md: "For output types of arithmetical operations, we stick to the C++ standard":
+# FLOAT32 - INT32 converts the INT32 to float (one rounding), and float + float is float.
+# Found as: SELECT (a1 - a3) + CEIL(a3) ... with a1 = -3.25, a3 = -1401765817: in single
+# precision float(a3) = -1401765760, a1 - float(a3) rounds to 1401765760, and adding
+# float(CEIL(a3)) = -1401765760 gives 0. Spark folded cast(cast(a3 as float) as double) into
+# cast(a3 as double), so the product computed 1401765760 - 1401765817 = -57.
+
+
+def test_an_integer_converted_to_float32_is_rounded_to_single_precision(
+    spark: Any, tmp_path: Path
+) -> None:
+    columns = [Col("ts", "UINT64", False), Col("a1", "FLOAT32", False), Col("a3", "INT32")]
+    sources = {"s": (columns, [(784, -3.25, -1401765817)])}
+    text = "SELECT (a1 - a3) + CEIL(a3) AS e, a3 + FLOAT32(0) AS f FROM s INTO File()"
+    expected = [(0.0, -1401765760.0)]
+    assert _reference(text, sources) == expected
+    assert _spark(spark, text, sources, tmp_path) == expected
