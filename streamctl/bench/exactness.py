@@ -19,9 +19,10 @@ What a run does
    * ``killed``: the same query once more, and ``kill -9`` of the agent process at a seeded
      moment in ``[0.2 T, 0.8 T]`` after it is RUNNING (its Spark JVM ends with it). The
      supervisor starts the agent again; the coordinator runs the query again on it from its
-     checkpoint. A warm Spark is faster than the clean run's cold one: when the kill finds
-     the query ended already, a new query is run and killed at half the delay (up to 4
-     times); ``killed_while_running`` says whether the kill hit a running query.
+     checkpoint. A warm Spark is faster than the clean run's cold one: when the query has
+     ended by the kill's moment, nothing is killed and a new query is run and killed at half
+     the delay (up to 4 times); ``killed_while_running`` says whether the kill hit a running
+     query.
 4. Reads each sink's committed rows and compares them with
    :func:`~streamctl.reference.run_reference` over the same rows: the same plan (bound by the
    product's planner), DuckDB's execution.
@@ -183,11 +184,15 @@ async def _run_query(
             kill_at = min(deadline, running_at + kill_after_s)
             with contextlib.suppress(QueryWaitTimeout):  # it may end before the kill is due
                 await wait_for_state(client, query_id, TERMINAL_STATES, kill_at, seen)
-        agent = supervisor.agents[0]
-        report["killed_at_s"] = round(time.monotonic() - running_at, 2)
-        report["killed_pid"] = agent.pid
         report["state_at_kill"] = states[-1]
-        os.kill(agent.pid, signal.SIGKILL)
+        if states[-1] not in TERMINAL_STATES:
+            # Only a query still at work is killed under: killing the agent after it ended
+            # would leave the next try's query racing the agent's restart (placed on the dead
+            # agent, then lost again while recovering).
+            agent = supervisor.agents[0]
+            report["killed_at_s"] = round(time.monotonic() - running_at, 2)
+            report["killed_pid"] = agent.pid
+            os.kill(agent.pid, signal.SIGKILL)
     final = await wait_for_state(client, query_id, TERMINAL_STATES, deadline, seen)
     report["seconds"] = round(time.monotonic() - running_at, 2)
     report["state"] = final["current_state"]
