@@ -568,7 +568,7 @@ def _unquoted(field: Column) -> Column:
     """The field without one level of surrounding double quotes (``""`` inside is ``"``).
 
     Java's ``$`` also matches before a final line terminator, so a quoted last field of a
-    CRLF line (``"alice"\r``) is unquoted too (and loses the ``\r``)."""
+    CRLF line (a carriage return after ``"alice"``) is unquoted too, and loses the return."""
     from pyspark.sql import functions as F
 
     inner = F.regexp_replace(F.regexp_extract(field, r'(?s)^"(.*)"$', 1), '""', '"')
