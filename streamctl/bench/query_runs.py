@@ -62,7 +62,6 @@ async def wait_for_state(
 ) -> dict[str, Any]:
     """The query's answer (``GetQuery``) once its ``current_state`` is in ``wanted``; ``seen``
     gets the state of every poll."""
-    state = ""
     while True:
         answer = await client.ask(m.GetQuery(query_id))
         state = str(answer["current_state"])

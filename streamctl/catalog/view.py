@@ -208,7 +208,8 @@ class EntityMap(Generic[K, R]):
                 self._loaded[key] = tuple(self._values_of(row))
 
 
-_CODE_POINT_COLLATIONS = frozenset({"C", "POSIX", "C.UTF-8", "C.UTF8", "UCS_BASIC"})
+_CODE_POINT_COLLATIONS = frozenset({"C", "POSIX", "C.UTF8", "UCS_BASIC"})
+"""Collation names (upper case, without "-") that sort text by code point."""
 _code_point_order: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
@@ -225,9 +226,7 @@ def _orders_by_code_point(session: Session) -> bool:
             collation = session.execute(
                 text("SELECT datcollate FROM pg_database WHERE datname = current_database()")
             ).scalar_one()
-            known = str(collation).upper().replace("-", "") in {
-                name.replace("-", "") for name in _CODE_POINT_COLLATIONS
-            }
+            known = str(collation).upper().replace("-", "") in _CODE_POINT_COLLATIONS
         _code_point_order[engine] = known
     return known
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Final, TypeVar
 
+from streamctl.workflows import answers
 from streamctl.workflows import messages as m
 
 __all__ = ["PAGE_ROWS", "complete_show_pages", "first_page", "next_page"]
@@ -54,12 +55,10 @@ def complete_show_pages(
     """``answer`` (to ``request``, an ``ExecuteStatement`` sent with ``limit``) with the
     following pages of its ``SHOW`` asked for through the blocking ``ask`` and appended; its
     ``next`` is None afterwards. Only a text that is one ``SHOW`` is paged."""
-    statements = answer.get("statements", [])
-    if len(statements) != 1 or not str(statements[0].get("statement", "")).startswith("SHOW "):
-        return answer
-    result = statements[0]["result"]
-    while result.get("next") is not None:
-        following = ask(replace(request, after=result["next"]))["statements"][0]["result"]
+    result = answers.lone_show(answer)
+    while result is not None and result.get("next") is not None:
+        following = answers.lone_show(ask(replace(request, after=result["next"])))
+        assert following is not None, "the next page of a lone SHOW answers a lone SHOW"
         result["rows"].extend(following["rows"])
         result["next"] = following["next"]
     return answer

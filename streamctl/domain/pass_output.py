@@ -27,6 +27,7 @@ from streamctl.limits import (
     MAX_PASS_RESULT_BYTES,
     MAX_RESPONSE_BYTES,
 )
+from streamctl.workflows import answers
 from streamctl.workflows import messages as m
 from streamctl.workflows.messages import Response
 
@@ -175,11 +176,4 @@ def _paging_hint(request: m.Message) -> str:
 def _lone_show(request: m.Message, result: Any) -> bool:
     """An ``ExecuteStatement`` whose text was one ``SHOW``: it changed nothing, so an answer
     that does not fit may be asked for again, as a listing's may."""
-    if request.kind != m.ExecuteStatement.kind or not isinstance(result, dict):
-        return False
-    statements = result.get("statements")
-    return (
-        isinstance(statements, list)
-        and len(statements) == 1
-        and str(statements[0].get("statement", "")).startswith("SHOW ")
-    )
+    return request.kind == m.ExecuteStatement.kind and answers.lone_show(result) is not None

@@ -183,14 +183,14 @@ class _Runner:
         if isinstance(statement, ast.CreateWorker):
             return workers.declare_worker(self.ctx, statement.name, _capacity(statement))
         if isinstance(statement, ast.ShowStatement):
-            return self.show(statement, text)
+            return self.show(statement)
         return self.drop(statement)
 
     # --- SHOW and DROP --------------------------------------------------------------------
 
-    def show(self, statement: ast.ShowStatement, text: str) -> dict[str, Any]:
+    def show(self, statement: ast.ShowStatement) -> dict[str, Any]:
         """``{"rows", "format", "next"}``: the listing's rows (one page with a limit), filtered,
-        and the ``ExecuteStatement`` body of the next page (None: no more)."""
+        and the cursor of the next page (None: no more)."""
         listing = SHOW_LISTINGS[statement.subject]
         if statement.for_logical_source is not None:
             logical = self._logical_source_name(statement.for_logical_source)

@@ -9,11 +9,11 @@ logical source's columns with the Spark types of ``streamctl.spark.types``.
 How each source type is read:
 
 * ``FILE``: CSV and JSON tuples are read as text lines (Spark's text file source, the tuple
-  delimiter as line separator) and parsed here with NebulaStream's rules (see "Parsing"
-  below and :func:`parse_lines`); Parquet with Spark's Parquet source. A path naming a file is read
-  once (bounded): it is given to Spark as a glob matching exactly that file. A directory is
-  watched: files appearing in it later are read too (unbounded; write them elsewhere and move
-  them in, as Spark requires).
+  delimiter as line separator) and parsed with NebulaStream's rules
+  (:func:`streamctl.spark.tuples.parse_lines`); Parquet with Spark's Parquet source. A path
+  naming a file is read once (bounded): it is given to Spark as a glob matching exactly that
+  file. A directory is watched: files appearing in it later are read too (unbounded; write
+  them elsewhere and move them in, as Spark requires).
 * ``INLINE``: the tuples of the config are written once into ``staging_dir`` under a name
   derived from their content, then read like a one-file ``FILE`` source (bounded).
 * ``GENERATOR``: a generator that stops is generated up front, row for row as NebulaStream
@@ -36,37 +36,8 @@ restart. That holds only if the paths stay the same, so ``staging_dir`` must be 
 restarts of the query -- e.g. inside the query's checkpoint directory, on storage every agent
 that may run the query can reach.
 
-Parsing (CSV and JSON tuples). The documented rules are nes-docs/null_handling.md, "Input
-Parsing": "**CSV**: Only empty fields are interpreted as NULL for nullable columns" and
-"**JSON**: `null` and missing keys produce NULL for nullable columns"; the rest is what the
-docs leave open, decided as a NES user expects and stated here:
-
-* Tuples are split at the tuple delimiter first (``PARSER.TUPLE_DELIMITER``), so no field can
-  contain it, quoted or not. A CSV tuple is split at the field delimiter, not inside double
-  quotes when ``allow_delimiter_in_quotes`` (NES's ``ALLOW_COMMAS_IN_STRINGS``, default on);
-  then a field in double quotes loses them and ``""`` inside is one ``"`` (RFC 4180 quoting,
-  as a CSV sink with ``QUOTE_STRINGS`` writes). Another field count fails the query.
-* Missing values: an empty CSV field, a JSON ``null`` or a missing JSON key is NULL, and fails
-  the query in a ``NOT NULL`` column -- but an empty CSV field in a ``VARSIZED NOT NULL``
-  column is the empty string (empty fields are NULL only where NULL can be). Nothing else is
-  NULL: ``NULL`` or ``""`` (quoted empty: an empty string) in CSV is that text.
-* Malformed values fail the query, in nullable columns too (only empty fields are NULL):
-  numbers and booleans are trimmed of white space and must then be complete -- integers
-  ``-?[0-9]+`` (unsigned: no sign) within their NES type, floats as ``12``, ``-1.5``,
-  ``1e3``, ``.5``, ``inf``, ``nan``, booleans ``true``/``false``/``1``/``0`` in any case;
-  ``CHAR`` is one character after trimming; ``VARSIZED`` is kept exactly (white space too).
-  So ``abc`` or ``300`` in a ``UINT8`` column, ``1.5`` in an ``INT32`` column, a blank
-  (white space only) numeric field are errors naming source, column and value.
-* JSON: each tuple is one JSON object (anything else fails the query). Keys match column names
-  exactly or else ignoring case (NES upper-cases unquoted identifiers: ``ts UINT64`` is column
-  ``TS`` and reads the key ``"ts"``); two keys differing only in case fail the query. A value
-  is taken as its text -- a string's characters, a number or boolean as written, a nested
-  object or array as its JSON text -- and parsed by the CSV rules of its column's type: a
-  nested value in a ``VARSIZED`` column is its JSON text, in any other column malformed; a
-  number in a ``VARSIZED`` column is its digits; a string holding a number (``"25"``) is read
-  as that number in a numeric column (NES parses the field's text); ``true`` in a numeric
-  column is malformed.
-* Parquet: NULL in a ``NOT NULL`` column and integers outside their NES type fail the query.
+Parsing CSV and JSON tuples follows NebulaStream's rules, stated in
+:mod:`streamctl.spark.tuples`.
 """
 
 from __future__ import annotations
@@ -77,11 +48,9 @@ import os
 import tempfile
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from streamctl.nes_types import INTEGER_TYPES, UNSIGNED_TYPES, canonical_type, integer_range
 from streamctl.planner.generator_schema import (
     GeneratorSchemaError,
     WordListField,
@@ -90,10 +59,11 @@ from streamctl.planner.generator_schema import (
 )
 from streamctl.spark.generator import GeneratorPlan
 from streamctl.spark.specs import ConnectorError, SourceSpec
-from streamctl.spark.types import spark_schema, spark_type
+from streamctl.spark.tuples import conform, java_regex_literal, parse_lines
+from streamctl.spark.types import spark_schema
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
     "KAFKA_JARS_ENV",
@@ -221,7 +191,7 @@ def _read_file(session: SparkSession, spec: SourceSpec, staging_dir: Path) -> Da
     path = _spark_path(str(spec.config["file_path"]))
     if spec.config["format"] == "PARQUET":
         frame = session.readStream.schema(_input_schema(spec.schema)).parquet(path)
-        return _conform(frame, spec)
+        return conform(frame, spec)
     return parse_lines(_text_lines(session, path, spec.config), spec)
 
 
@@ -423,258 +393,8 @@ def _read_kafka(session: SparkSession, spec: SourceSpec, staging_dir: Path) -> D
     messages = (
         session.readStream.format("kafka").options(**kafka_reader_options(spec.config)).load()
     )
-    delimiter = _java_regex_literal(spec.config["tuple_delimiter"])
+    delimiter = java_regex_literal(spec.config["tuple_delimiter"])
     lines = messages.select(
         F.explode(F.split(F.col("value").cast("string"), delimiter, -1)).alias("value")
     )
     return parse_lines(lines, spec)
-
-
-# --- parsing NebulaStream's text tuples ------------------------------------------------------
-
-
-def _java_regex_literal(char: str) -> str:
-    return char if char.isalnum() else "\\" + char
-
-
-def parse_lines(
-    lines: DataFrame, spec: SourceSpec, parser: Mapping[str, Any] | None = None
-) -> DataFrame:
-    """Typed columns from text tuples (column ``value``) by the rules of the module docstring
-    ("Parsing"); ``parser`` overrides options of ``spec.config`` (generators write CSV)."""
-    from pyspark.sql import functions as F
-
-    options = {**spec.config, **(parser or {})}
-    lines = lines.where(F.length(F.col("value")) > 0)
-    if options["format"] == "JSON":
-        return _typed_fields(_json_fields(lines, spec), spec, csv=False, quoted=False)
-    delimiter = _java_regex_literal(options["field_delimiter"])
-    fields = F.split(F.col("value"), delimiter, -1)
-    if options["allow_delimiter_in_quotes"]:
-        # a delimiter followed by an even number of quotes is outside quotes; the look-ahead
-        # scans the rest of the tuple at every delimiter, so only tuples with quotes take it
-        outside = delimiter + '(?=(?:[^"]*"[^"]*")*[^"]*$)'
-        quoted_split = F.split(F.col("value"), outside, -1)
-        fields = F.when(F.col("value").contains('"'), quoted_split).otherwise(fields)
-    expected = len(spec.schema)
-    found = F.size(F.col("_fields"))
-    checked = F.when(found == expected, F.col("_fields")).otherwise(
-        F.raise_error(
-            F.concat(
-                F.lit(f"source {spec.id}: expected {expected} fields in tuple '"),
-                F.col("value"),
-                F.lit("', got "),
-                found.cast("string"),
-            )
-        )
-    )
-    quoted = bool(options["allow_delimiter_in_quotes"])
-    split = lines.select(F.col("value"), fields.alias("_fields")).select(checked.alias("_fields"))
-    raw = split.select(*(F.col("_fields")[i].alias(f"_f{i}") for i in range(expected)))
-    return _typed_fields(raw, spec, csv=True, quoted=quoted)
-
-
-def _json_fields(lines: DataFrame, spec: SourceSpec) -> DataFrame:
-    """Column ``_f<i>``: the text of column i's key (module docstring); NULL if null/missing."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import MapType, StringType
-
-    text_map = MapType(StringType(), StringType())
-    parsed = F.from_json(F.col("value"), text_map, {"mode": "FAILFAST"})
-    objects = lines.select(
-        F.when(parsed.isNotNull(), parsed)
-        .otherwise(
-            F.raise_error(
-                F.concat(
-                    F.lit(f"source {spec.id}: not a JSON object: '"), F.col("value"), F.lit("'")
-                )
-            ).cast(text_map)
-        )
-        .alias("_m")
-    )
-    # Keys match column names exactly or, failing that, ignoring case (NES upper-cases
-    # unquoted identifiers, so `ts UINT64` is column TS and reads the key "ts").
-    keyed = objects.select(
-        F.col("_m"), F.transform_keys(F.col("_m"), lambda key, _: F.upper(key)).alias("_u")
-    )
-    return keyed.select(
-        *(
-            F.when(
-                F.map_contains_key(F.col("_m"), F.lit(column["name"])),
-                F.try_element_at(F.col("_m"), F.lit(column["name"])),
-            )
-            .otherwise(F.try_element_at(F.col("_u"), F.lit(str(column["name"]).upper())))
-            .alias(f"_f{position}")
-            for position, column in enumerate(spec.schema)
-        )
-    )
-
-
-def _invalid(spec: SourceSpec, column: Mapping[str, Any], raw: Column, why: str) -> Column:
-    from pyspark.sql import functions as F
-
-    return F.raise_error(
-        F.concat(
-            F.lit(
-                f"source {spec.id}: column {column['name']!r} ({column['type']}{why}) cannot take '"
-            ),
-            F.coalesce(raw.cast("string"), F.lit("NULL")),
-            F.lit("'"),
-        )
-    )
-
-
-def _accept(
-    value: Column,
-    valid: Column,
-    missing: Column,
-    raw: Column,
-    column: Mapping[str, Any],
-    spec: SourceSpec,
-) -> Column:
-    """NULL where ``missing`` (a query failure in a NOT NULL column), ``value`` where
-    ``valid``, otherwise a query failure (a malformed value)."""
-    from pyspark.sql import functions as F
-
-    target = spark_type(column["type"])
-    absent = F.lit(None).cast(target)
-    if not column["nullable"]:
-        absent = _invalid(spec, column, raw, " NOT NULL").cast(target)
-    return (
-        F.when(missing, absent)
-        .when(F.coalesce(valid, F.lit(False)), value.cast(target))
-        .otherwise(_invalid(spec, column, raw, "").cast(target))
-    )
-
-
-_INTEGER_TEXT: Final = r"^-?[0-9]+$"
-_UNSIGNED_TEXT: Final = r"^[0-9]+$"
-_FLOAT_TEXT: Final = r"(?i)^-?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[-+]?[0-9]+)?|inf|infinity|nan)$"
-
-
-def _in_range(number: Column, nes_type: str) -> Column:
-    """Whether an integer value lies within its NES type (bounds as exact decimals)."""
-    from pyspark.sql import functions as F
-
-    low, high = integer_range(nes_type)
-    return number.between(F.lit(Decimal(low)), F.lit(Decimal(high)))
-
-
-_BLANKS: Final = " \t\n\u000b\f\r"
-"""White space a number or boolean field may have around it: Java's regex ``\\s``."""
-
-
-def _unquoted(field: Column) -> Column:
-    """The field without one level of surrounding double quotes (``""`` inside is ``"``).
-
-    Java's ``$`` also matches before a final line terminator, so a quoted last field of a
-    CRLF line (a carriage return after ``"alice"``) is unquoted too, and loses the return."""
-    from pyspark.sql import functions as F
-
-    inner = F.regexp_replace(F.regexp_extract(field, r'(?s)^"(.*)"$', 1), '""', '"')
-    return F.when(field.rlike(r'(?s)^".*"$'), inner).otherwise(field)
-
-
-def _typed_fields(raw: DataFrame, spec: SourceSpec, *, csv: bool, quoted: bool) -> DataFrame:
-    """Typed columns from raw field texts ``_f<i>``, in three projections so that each
-    expression runs once per field (Spark keeps a projection apart where collapsing it would
-    repeat a costly expression): the cleaned texts ``_t<i>``, then each text's candidate
-    value ``_c<i>`` (NULL where the text is not of the column's type), then the checked values.
-    """
-    from pyspark.sql import functions as F
-
-    count = len(spec.schema)
-    cleaned = raw.select(
-        *(F.col(f"_f{i}") for i in range(count)),
-        *(
-            _field_text(F.col(f"_f{i}"), column, csv=csv, quoted=quoted).alias(f"_t{i}")
-            for i, column in enumerate(spec.schema)
-        ),
-    )
-    candidates = cleaned.select(
-        *(F.col(f"_f{i}") for i in range(count)),
-        *(
-            _candidate(F.col(f"_t{i}"), column).alias(f"_c{i}")
-            for i, column in enumerate(spec.schema)
-        ),
-    )
-    return candidates.select(
-        *(
-            _parse_field(F.col(f"_f{i}"), F.col(f"_c{i}"), column, spec, csv=csv).alias(
-                column["name"]
-            )
-            for i, column in enumerate(spec.schema)
-        )
-    )
-
-
-def _field_text(field: Column, column: Mapping[str, Any], *, csv: bool, quoted: bool) -> Column:
-    """A field's text to parse: without quotes, trimmed unless ``VARSIZED``."""
-    from pyspark.sql import functions as F
-
-    nes_type = canonical_type(column["type"])
-    text = _unquoted(field) if quoted else field
-    if nes_type == "VARSIZED":
-        return text
-    trimmed = F.btrim(text, F.lit(_BLANKS))
-    if not csv and nes_type in ("FLOAT32", "FLOAT64"):
-        # Spark's JSON parser hands JSON's non-numeric numbers back quoted
-        trimmed = F.regexp_replace(trimmed, r'(?i)^"(-?(?:infinity|nan))"$', "$1")
-    return trimmed
-
-
-def _candidate(text: Column, column: Mapping[str, Any]) -> Column:
-    """The value a field's text stands for in its column's type, or NULL where the text is not
-    of that type: an integer as an exact ``DECIMAL(38, 0)`` (its range is checked after), a
-    float as its Spark type, a boolean's text lower-cased; other texts as they are."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import DecimalType
-
-    nes_type = canonical_type(column["type"])
-    if nes_type == "BOOLEAN":
-        return F.lower(text)
-    if nes_type in INTEGER_TYPES:
-        pattern = _UNSIGNED_TEXT if nes_type in UNSIGNED_TYPES else _INTEGER_TEXT
-        return F.when(text.rlike(pattern), text).try_cast(DecimalType(38, 0))
-    if nes_type in ("FLOAT32", "FLOAT64"):
-        return F.when(text.rlike(_FLOAT_TEXT), text).try_cast(spark_type(nes_type))
-    return text
-
-
-def _parse_field(
-    field: Column, candidate: Column, column: Mapping[str, Any], spec: SourceSpec, *, csv: bool
-) -> Column:
-    """One field (raw, and its :func:`_candidate`) as a typed value (module docstring)."""
-    from pyspark.sql import functions as F
-
-    nes_type = canonical_type(column["type"])
-    missing = (field == "") if csv else field.isNull()
-    if nes_type == "VARSIZED":
-        if csv and not column["nullable"]:
-            missing = F.lit(False)  # an empty field is the empty string where NULL cannot be
-        return _accept(candidate, F.lit(True), missing, field, column, spec)
-    if nes_type == "CHAR":
-        return _accept(candidate, F.length(candidate) == 1, missing, field, column, spec)
-    if nes_type == "BOOLEAN":
-        valid = candidate.isin("true", "false", "1", "0")
-        return _accept(candidate.isin("true", "1"), valid, missing, field, column, spec)
-    if nes_type in INTEGER_TYPES:
-        return _accept(candidate, _in_range(candidate, nes_type), missing, field, column, spec)
-    return _accept(candidate, candidate.isNotNull(), missing, field, column, spec)
-
-
-def _conform(frame: DataFrame, spec: SourceSpec) -> DataFrame:
-    """Range and NOT NULL checks on typed columns (Parquet input): NULL stays NULL (a query
-    failure in a NOT NULL column), an integer outside its NES type fails the query."""
-    from pyspark.sql import functions as F
-
-    checked = []
-    for column in spec.schema:
-        value = F.col(column["name"])
-        valid = F.lit(True)
-        if column["type"] in INTEGER_TYPES:
-            valid = _in_range(value, column["type"])
-        checked.append(
-            _accept(value, valid, value.isNull(), value, column, spec).alias(column["name"])
-        )
-    return frame.select(*checked)

@@ -206,6 +206,19 @@ class StatementResults(TypedDict):
     statements: list[StatementOutcome]
 
 
+def lone_show(answer: Any) -> dict[str, Any] | None:
+    """The ``SHOW`` result of an ``ExecuteStatement`` answer whose text was one ``SHOW``
+    statement (the only kind of text that is paged); None for any other answer."""
+    statements = answer.get("statements") if isinstance(answer, dict) else None
+    if not isinstance(statements, list) or len(statements) != 1:
+        return None
+    outcome = statements[0]
+    if not str(outcome.get("statement", "")).startswith("SHOW "):
+        return None
+    result: dict[str, Any] = outcome["result"]
+    return result
+
+
 @with_config(_ANSWER)
 class Page(TypedDict):
     """One page of a listing asked for with ``limit`` (:mod:`streamctl.workflows.messages`)."""
