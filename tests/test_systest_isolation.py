@@ -109,6 +109,9 @@ class Recording:
     async def ask(self, request: m.Request) -> Any:
         return await self.client.ask(request)
 
+    async def list_all(self, request: m.Request) -> list[Any]:
+        return await self.client.list_all(request)
+
 
 @pytest.fixture
 async def client(start_coordinator: Any, sqlite_url: str) -> AsyncIterator[CoordinatorClient]:
