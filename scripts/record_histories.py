@@ -696,24 +696,41 @@ SCENARIOS: dict[str, tuple[Callable[[Scenario], Awaitable[None]], CoordinatorCon
 
 
 async def kinds_in(histories: list[Any]) -> set[str]:
-    """The message kinds the passes of these histories applied: the envelopes of every
-    ``apply_pass`` input (its pending events and its request batches), decoded as the worker
-    does."""
+    """The message kinds that entered these histories: the envelopes of every accepted
+    ``submit`` update (its request batch) and every ``events`` signal, decoded as the worker
+    does. (Passes run as local activities, whose inputs history does not record; every message
+    that enters is applied by a pass.)"""
     converter = data_converter(config.payload_keys())
+
+    async def decoded(payloads: list[Any]) -> list[Any]:
+        if converter.payload_codec is not None:
+            payloads = await converter.payload_codec.decode(payloads)
+        values = []
+        for payload in payloads:
+            try:
+                values.append(json.loads(payload.data))
+            except ValueError:  # a malformed message: it carries no kind
+                values.append(None)
+        return values
+
     kinds: set[str] = set()
     for history in histories:
         for event in history.events:
-            if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-                continue
-            attributes = event.activity_task_scheduled_event_attributes
-            if attributes.activity_type.name != "apply_pass":
-                continue
-            payloads = list(attributes.input.payloads)
-            if converter.payload_codec is not None:
-                payloads = await converter.payload_codec.decode(payloads)
-            pass_input, batches = (json.loads(p.data) for p in payloads)
-            envelopes = [pending.get("envelope") for pending in pass_input["events"]]
-            envelopes += [envelope for batch in batches for envelope in batch]
+            envelopes: list[Any] = []
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+                request = event.workflow_execution_update_accepted_event_attributes.accepted_request
+                if request.input.name != "submit":
+                    continue
+                values = await decoded(list(request.input.args.payloads))
+                if len(values) == 2 and isinstance(values[1], list):
+                    envelopes = values[1]
+            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+                attributes = event.workflow_execution_signaled_event_attributes
+                if attributes.signal_name != "events":
+                    continue
+                for batch in await decoded(list(attributes.input.payloads)):
+                    if isinstance(batch, dict) and isinstance(batch.get("events"), list):
+                        envelopes += batch["events"]
             kinds.update(
                 e["kind"]
                 for e in envelopes

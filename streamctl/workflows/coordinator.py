@@ -76,7 +76,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from temporalio.common import RawValue
@@ -128,6 +128,8 @@ with workflow.unsafe.imports_passed_through():
 PASS_ISOLATION_PATCH = "pass-isolation"
 """Passes end after :data:`PASS_ATTEMPTS` and a failed one is split (older runs retried
 forever): the ``workflow.patched`` id that keeps older histories replaying as they ran."""
+LOCAL_PASS_PATCH = "pass-local-activity"
+"""Passes run as local activities (older runs scheduled an activity task per pass)."""
 PASS_ATTEMPTS = 4
 CATALOG_OUTAGE_MAX_PAUSE = 60.0
 """Seconds between rounds of a pass whose catalog cannot be reached (1, 2, 4 ... up to this):
@@ -383,12 +385,22 @@ class CoordinatorWorkflow:
         config = self.state.config
         requests = sum(len(batch.ids) for batch in request_batches)
         isolating = workflow.patched(PASS_ISOLATION_PATCH)
+        # A local activity runs the pass inside the workflow task that decided on it: no
+        # activity task to dispatch, no second workflow task to take its result (about 60 of
+        # an idle request's 100 ms). Its result is recorded as a marker, so a replay or a
+        # retried workflow task never runs a recorded pass again; one cut short by a crash
+        # runs again, which the pass's claim on its number and the answered ids make safe.
+        execute_pass = (
+            workflow.execute_local_activity_method
+            if workflow.patched(LOCAL_PASS_PATCH)
+            else workflow.execute_activity_method
+        )
         self.state.pass_no += 1
         outage_rounds = 0
         while True:
             started = workflow.now()
             try:
-                result = await workflow.execute_activity_method(
+                result = await execute_pass(
                     CatalogActivities.apply_pass,
                     args=[
                         PassInput(
@@ -414,10 +426,12 @@ class CoordinatorWorkflow:
                     summary=pass_summary(self.state.pass_no, requests, len(events)),
                 )
                 break
-            except ActivityError as error:
-                if not isolating:
+            except FailureError as error:
+                if not isolating or isinstance(error, CancelledError):
                     raise
-                cause = error.cause
+                # A failed activity arrives as ActivityError around its cause; a failed local
+                # activity as the cause itself (an ApplicationError, a TimeoutError).
+                cause = (error.cause if isinstance(error, ActivityError) else None) or error
                 if isinstance(cause, ApplicationError) and cause.type == CATALOG_UNAVAILABLE:
                     # A pause between rounds keeps a long outage from filling the history
                     # (each round is a few events; continue-as-new waits for the pass).
@@ -428,7 +442,7 @@ class CoordinatorWorkflow:
                     )
                     await workflow.sleep(pause)
                     continue
-                await self._split_failed_pass(request_batches, events, error)
+                await self._split_failed_pass(request_batches, events, cause)
                 return
         self.passes_this_run += 1
         self.state.version = max(self.state.version, result.version)
@@ -454,10 +468,9 @@ class CoordinatorWorkflow:
         self,
         request_batches: list[RequestBatch],
         events: list[PendingMessage],
-        error: ActivityError,
+        cause: BaseException,
     ) -> None:
-        cause = error.cause
-        reason = f"{type(cause).__name__}: {cause}" if cause is not None else str(error)
+        reason = f"{type(cause).__name__}: {cause}"
         parts = halves(request_batches, events)
         workflow.logger.error(
             "pass %d failed for good (%s); %s",

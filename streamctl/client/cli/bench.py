@@ -35,6 +35,22 @@ def bench_requests(
     print(json.dumps(result) if as_json else json.dumps(result, indent=2))
 
 
+@bench_app.command("latency")
+def bench_latency(
+    as_json: JsonOption = False,
+    rounds: int = typer.Option(200, min=1, help="Creates and gets measured, one at a time."),
+    catalog: str | None = typer.Option(
+        None, help="A PostgreSQL server URL (a scratch database on it); default a SQLite file."
+    ),
+) -> None:
+    """One request at a time on an idle coordinator (create, get) against a Temporal update
+    alone, same run."""
+    from streamctl.bench.latency import run_latency_bench
+
+    result = run_latency_bench(catalog, rounds)
+    print(json.dumps(result) if as_json else json.dumps(result, indent=2))
+
+
 @bench_app.command("events")
 def bench_events(
     as_json: JsonOption = False,
