@@ -12,8 +12,10 @@ Protocol
   (a wait shorter than :data:`MIN_TIMER_WAIT` is not worth a workflow timer: the pass runs at
   once, and what arrives during it forms the next batch).
   A pass takes whole request batches up to ``batch_size`` requests (always at least one) and
-  up to ``batch_size`` events. A pass is one ``apply_pass`` activity (one catalog
-  transaction); the next batch gathers while it runs.
+  up to ``batch_size`` events. A pass is one ``apply_pass`` local activity (one catalog
+  transaction) run inside the workflow task that decided on it, so an idle request costs one
+  workflow task; the next batch gathers at the server while it runs. (Runs started before
+  the ``pass-local-activity`` patch keep scheduling it as an activity.)
 * Request payloads stay raw in the workflow: the update's ``requests`` argument is handed to
   the pass activity and the activity's per-batch answer back to the update, byte for byte
   (:mod:`streamctl.workflows.passes`). Parsing thousands of bodies per second in workflow
@@ -140,6 +142,34 @@ server here, which made an idle coordinator answer in 300 ms instead of 100. Mes
 arrive while a pass runs still form the next batch."""
 
 SENDER_MEMORY_SECONDS = 24 * 3600.0
+
+
+async def _execute_pass(
+    local: bool, args: list[Any], timeout: timedelta, retry_policy: RetryPolicy, summary: str
+) -> PassResult:
+    """The ``apply_pass`` activity; ``local`` runs it as a local activity.
+
+    A local activity runs the pass inside the workflow task that decided on it: no activity
+    task to dispatch, no second workflow task to take its result (most of what an idle request
+    cost above its update). Its result is recorded as a marker, so a replay or a retried
+    workflow task never runs a recorded pass again; one cut short by a crash runs again, which
+    the pass's claim on its number and the answered request ids make safe (as for a retried
+    activity)."""
+    if local:
+        return await workflow.execute_local_activity_method(
+            CatalogActivities.apply_pass,
+            args=args,
+            start_to_close_timeout=timeout,
+            retry_policy=retry_policy,
+            summary=summary,
+        )
+    return await workflow.execute_activity_method(
+        CatalogActivities.apply_pass,
+        args=args,
+        start_to_close_timeout=timeout,
+        retry_policy=retry_policy,
+        summary=summary,
+    )
 
 
 def _size(envelope: Envelope) -> int:
@@ -385,24 +415,15 @@ class CoordinatorWorkflow:
         config = self.state.config
         requests = sum(len(batch.ids) for batch in request_batches)
         isolating = workflow.patched(PASS_ISOLATION_PATCH)
-        # A local activity runs the pass inside the workflow task that decided on it: no
-        # activity task to dispatch, no second workflow task to take its result (about 60 of
-        # an idle request's 100 ms). Its result is recorded as a marker, so a replay or a
-        # retried workflow task never runs a recorded pass again; one cut short by a crash
-        # runs again, which the pass's claim on its number and the answered ids make safe.
-        execute_pass = (
-            workflow.execute_local_activity_method
-            if workflow.patched(LOCAL_PASS_PATCH)
-            else workflow.execute_activity_method
-        )
+        local = workflow.patched(LOCAL_PASS_PATCH)
         self.state.pass_no += 1
         outage_rounds = 0
         while True:
             started = workflow.now()
             try:
-                result = await execute_pass(
-                    CatalogActivities.apply_pass,
-                    args=[
+                result = await _execute_pass(
+                    local,
+                    [
                         PassInput(
                             workflow_id=workflow.info().workflow_id,
                             pass_no=self.state.pass_no,
@@ -417,13 +438,13 @@ class CoordinatorWorkflow:
                         ),
                         join_request_batches([batch.payload for batch in request_batches]),
                     ],
-                    start_to_close_timeout=timedelta(seconds=config.pass_timeout),
-                    retry_policy=RetryPolicy(
+                    timedelta(seconds=config.pass_timeout),
+                    RetryPolicy(
                         initial_interval=timedelta(milliseconds=200),
                         maximum_interval=timedelta(seconds=5),
                         maximum_attempts=PASS_ATTEMPTS if isolating else 0,
                     ),
-                    summary=pass_summary(self.state.pass_no, requests, len(events)),
+                    pass_summary(self.state.pass_no, requests, len(events)),
                 )
                 break
             except FailureError as error:
