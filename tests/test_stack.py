@@ -95,11 +95,14 @@ def statements_and_queries(address: str, tmp_path: Path) -> None:
     repository (the agent's Spark workers must find streamctl installed)."""
     script = tmp_path / "setup.sql"
     script.write_text(SCRIPT)
-    created = streamctl("sql", "-f", str(script), "--json", "--address", address)
+    created = streamctl(
+        "sql", "-f", str(script), "--json", "--address", address, "--wait-running", "120"
+    )
     assert created.returncode == 0, created.stdout + created.stderr
     answers = json.loads(created.stdout)["statements"]
     assert [a["statement"] for a in answers][-1] == "SELECT"
     query_id = answers[-1]["result"]["id"]
+    assert answers[-1]["result"]["current_state"] == "RUNNING", answers[-1]  # waited for
 
     def query() -> dict[str, object]:
         shown = streamctl("query", "show", str(query_id), "--json", "--address", address)
@@ -145,6 +148,11 @@ def statements_and_queries(address: str, tmp_path: Path) -> None:
     while query()["current_state"] != "STOPPED" and time.monotonic() < deadline:
         time.sleep(0.5)
     assert query()["current_state"] == "STOPPED"
+    again = streamctl(
+        "query", "start", str(query_id), "--json", "--address", address, "--wait-running", "120"
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert json.loads(again.stdout)["current_state"] == "RUNNING", again.stdout
     dropped = streamctl("query", "drop", str(query_id), "--json", "--address", address)
     assert dropped.returncode == 0 and json.loads(dropped.stdout) == {"queries": [query_id]}
 

@@ -2,9 +2,10 @@
 (``bench differential``, ``bench exactness``).
 
 Protocol: a benchmark waits for an ALIVE agent (:func:`wait_for_alive_agent`), creates its
-query, polls it with :func:`wait_for_state` until one of the states it waits for (every state
-seen in between is passed to ``seen``, so a caller can record the path the query took), then
-reads the committed rows of the query's inline ``File()`` sink with :func:`inline_sink_rows`.
+query, polls it with :func:`~streamctl.client.query_wait.wait_for_state` until one of the
+states it waits for (every state seen in between is passed to ``seen``, so a caller can record
+the path the query took), then reads the committed rows of the query's inline ``File()`` sink
+with :func:`inline_sink_rows`.
 Every wait is bounded by a deadline on :func:`time.monotonic`; none raises on a query state,
 only on the deadline (:class:`QueryWaitTimeout`) or on a request the coordinator refuses.
 """
@@ -13,10 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from typing import Any, Final
 
 from streamctl.client.client import CoordinatorClient
+from streamctl.client.query_wait import TERMINAL_STATES, QueryWaitTimeout, wait_for_state
 from streamctl.sink_files import AnsweredSink, read_file_sink_rows
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import query_name
@@ -29,17 +30,7 @@ __all__ = [
     "wait_for_state",
 ]
 
-TERMINAL_STATES: Final = frozenset({"FINISHED", "FAILED", "STOPPED"})
 _POLL_S: Final = 0.2
-
-
-class QueryWaitTimeout(RuntimeError):
-    """The deadline passed before what was waited for happened; ``last_state`` is the query's
-    last state seen (empty for other waits)."""
-
-    def __init__(self, what: str, last_state: str = "") -> None:
-        super().__init__(f"{what}: not within the run's timeout")
-        self.last_state = last_state
 
 
 async def wait_for_alive_agent(client: CoordinatorClient, deadline: float) -> None:
@@ -50,27 +41,6 @@ async def wait_for_alive_agent(client: CoordinatorClient, deadline: float) -> No
             return
         if time.monotonic() > deadline:
             raise QueryWaitTimeout("an ALIVE Spark agent")
-        await asyncio.sleep(_POLL_S)
-
-
-async def wait_for_state(
-    client: CoordinatorClient,
-    query_id: int,
-    wanted: frozenset[str],
-    deadline: float,
-    seen: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """The query's answer (``GetQuery``) once its ``current_state`` is in ``wanted``; ``seen``
-    gets the state of every poll."""
-    while True:
-        answer = await client.ask(m.GetQuery(query_id))
-        state = str(answer["current_state"])
-        if seen is not None:
-            seen(state)
-        if state in wanted:
-            return dict(answer)
-        if time.monotonic() > deadline:
-            raise QueryWaitTimeout(f"query {query_id} {'/'.join(sorted(wanted))}", state)
         await asyncio.sleep(_POLL_S)
 
 

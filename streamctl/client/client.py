@@ -66,6 +66,7 @@ from streamctl.client.errors import (
 from streamctl.client.outbox import Outgoing, Slots, Waiter, new_id
 from streamctl.client.paging import PAGE_ROWS, first_page, next_page
 from streamctl.client.pump import ClientStats, Pump
+from streamctl.client.query_wait import SETTLED_STATES, wait_for_state
 from streamctl.compact_json import dumps_bytes
 from streamctl.error_codes import ErrorCode
 from streamctl.limits import (
@@ -244,6 +245,20 @@ class CoordinatorClient(Pump):
             items.extend(page["items"])
             ask = next_page(ask, page)
         return items
+
+    async def wait_for_query(
+        self, query_id: int, states: frozenset[str] = SETTLED_STATES, timeout: float = 120.0
+    ) -> dict[str, Any]:
+        """The query's ``GetQuery`` answer once its state is one of ``states`` (by default
+        RUNNING or ended: what ``--wait-running`` waits for); :class:`QueryWaitTimeout` after
+        ``timeout`` seconds (:mod:`.query_wait`)."""
+        return await wait_for_state(self, query_id, states, time.monotonic() + timeout)
+
+    def wait_for_query_blocking(
+        self, query_id: int, states: frozenset[str] = SETTLED_STATES, timeout: float = 120.0
+    ) -> dict[str, Any]:
+        """:meth:`wait_for_query` for threads."""
+        return self._call(self.wait_for_query(query_id, states, timeout), None)
 
     async def ask_many(self, requests: Sequence[Request]) -> list[Response]:
         """Send many requests; return their responses in order (the coordinator's errors are

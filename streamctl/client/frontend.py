@@ -24,6 +24,7 @@ from rich.markup import escape
 from streamctl.client.client import CoordinatorClient
 from streamctl.client.errors import CoordinatorError
 from streamctl.client.paging import PAGE_ROWS, complete_show_pages
+from streamctl.client.query_wait import QueryWaitTimeout
 from streamctl.client.render import query_line, record_table, render_statement
 from streamctl.workflows import messages as m
 
@@ -102,7 +103,16 @@ def with_spark_plans(
     return result
 
 
-def run_sql(address: str, workflow_id: str, text: str, as_json: bool, console: Console) -> int:
+def run_sql(
+    address: str,
+    workflow_id: str,
+    text: str,
+    as_json: bool,
+    console: Console,
+    wait_running: float | None = None,
+) -> int:
+    """``streamctl sql``; with ``wait_running`` (seconds) every query a ``SELECT ... INTO``
+    created is waited for until it runs or ends (:func:`settle_queries`)."""
     with CoordinatorClient(address, workflow_id=workflow_id) as client:
         request = m.ExecuteStatement(text, limit=PAGE_ROWS)
         code, result = _ask(client, request, as_json)
@@ -112,12 +122,39 @@ def run_sql(address: str, workflow_id: str, text: str, as_json: bool, console: C
         if code != EXIT_OK:
             return code
         with_spark_plans(client, result, None if as_json else console)
+        if wait_running is not None:
+            queries = [a["result"] for a in result["statements"] if a["statement"] == "SELECT"]
+            code = settle_queries(client, queries, wait_running)
     if as_json:
-        print(json.dumps({"ok": True, **result}, default=str))
+        print(json.dumps({"ok": code == EXIT_OK, **result}, default=str))
     else:
         for answer in result["statements"]:
             render_statement(console, answer)
-    return EXIT_OK
+    return code
+
+
+def settle_queries(client: CoordinatorClient, queries: list[dict[str, Any]], timeout: float) -> int:
+    """``--wait-running``: wait (together at most ``timeout`` seconds) until each of these
+    query answers runs or has ended, and update them in place with the state reached.
+    ``EXIT_REFUSED`` when one FAILED or did not settle in time (its ``error`` says which),
+    else ``EXIT_OK``."""
+    deadline = time.monotonic() + timeout
+    code = EXIT_OK
+    for query in queries:
+        try:
+            query.update(
+                client.wait_for_query_blocking(
+                    query["id"], timeout=max(0.0, deadline - time.monotonic())
+                )
+            )
+        except QueryWaitTimeout as late:
+            query["current_state"] = late.last_state or query["current_state"]
+            query["error"] = f"not RUNNING within {timeout:g} s"
+            code = EXIT_REFUSED
+            continue
+        if query["current_state"] == "FAILED":
+            code = EXIT_REFUSED
+    return code
 
 
 def _every_show_row(
@@ -132,12 +169,23 @@ def _every_show_row(
 
 
 def run_query_action(
-    address: str, workflow_id: str, action: str, query_id: int, as_json: bool, console: Console
+    address: str,
+    workflow_id: str,
+    action: str,
+    query_id: int,
+    as_json: bool,
+    console: Console,
+    wait_running: float | None = None,
 ) -> int:
+    """``streamctl query ACTION ID``; ``wait_running`` (seconds, for ``start``) waits until
+    the query runs or has ended (:func:`settle_queries`)."""
     request = QUERY_ACTIONS[action](query_id)
-    code, result = ask(address, workflow_id, request, as_json, console)
-    if code != EXIT_OK:
-        return code
+    with CoordinatorClient(address, workflow_id=workflow_id) as client:
+        code, result = _ask(client, request, as_json)
+        if code != EXIT_OK:
+            return code
+        if wait_running is not None:
+            code = settle_queries(client, [result], wait_running)
     if as_json:
         print(json.dumps(result, default=str))
     elif action == "drop":
@@ -145,8 +193,9 @@ def run_query_action(
     elif action == "show":
         console.print(record_table(f"query {query_id}", result))
     else:
-        console.print(f"[green]✓[/] {query_line(result)}")
-    return EXIT_OK
+        mark = "[green]✓[/]" if code == EXIT_OK else "[red]✗[/]"
+        console.print(f"{mark} {escape(query_line(result))}", highlight=False)
+    return code
 
 
 def read_sql_file(path: str) -> str:

@@ -17,23 +17,49 @@ from streamctl.client.cli.common import (
 from streamctl.client.frontend import run_query_action
 from streamctl.workflows.config import COORDINATOR_WORKFLOW_ID
 
+WAIT_RUNNING: Any = typer.Option(
+    None,
+    "--wait-running",
+    min=0.0,
+    metavar="SECONDS",
+    help="Return once the query runs or has ended, waiting at most this long; exit 1 if it "
+    "FAILED or did not settle in time.",
+)
+
 query_app = typer.Typer(help="Start, stop, drop or show one query by id.", no_args_is_help=True)
+
+
+QUERY_ID: Any = typer.Argument(..., metavar="ID", help="The query's id.")
+
+
+@query_app.command("start")
+def start(
+    query_id: int = QUERY_ID,
+    as_json: JsonOption = False,
+    address: AddressOption = None,
+    state_dir: StateDirOption = None,
+    workflow_id: WorkflowIdOption = COORDINATOR_WORKFLOW_ID,
+    wait_running: float | None = WAIT_RUNNING,
+) -> None:
+    """Start a stopped, finished or failed query again."""
+    target = reachable_coordinator(address, state_dir, workflow_id, as_json)
+    raise typer.Exit(
+        run_query_action(target, workflow_id, "start", query_id, as_json, console, wait_running)
+    )
 
 
 def _query_command(action: str) -> Any:
     def command(
-        query_id: int = typer.Argument(..., metavar="ID", help="The query's id."),
+        query_id: int = QUERY_ID,
         as_json: JsonOption = False,
         address: AddressOption = None,
         state_dir: StateDirOption = None,
         workflow_id: WorkflowIdOption = COORDINATOR_WORKFLOW_ID,
     ) -> None:
-
         target = reachable_coordinator(address, state_dir, workflow_id, as_json)
         raise typer.Exit(run_query_action(target, workflow_id, action, query_id, as_json, console))
 
     command.__doc__ = {
-        "start": "Start a stopped, finished or failed query again.",
         "stop": "Stop a query (it keeps its checkpoint and can start again).",
         "drop": "Stop a query if it runs and remove it from the catalog.",
         "show": "Show a query: state, agent, statistics, error.",
@@ -41,5 +67,5 @@ def _query_command(action: str) -> Any:
     return command
 
 
-for _action in ("start", "stop", "drop", "show"):
+for _action in ("stop", "drop", "show"):
     query_app.command(_action)(_query_command(_action))

@@ -23,6 +23,7 @@ from streamctl.client.cli.common import (
     resolve_state_dir,
     temporal_address,
 )
+from streamctl.client.cli.queries import WAIT_RUNNING
 from streamctl.client.cli.stack import start_default_stack
 from streamctl.client.frontend import (
     EXIT_REFUSED,
@@ -44,6 +45,7 @@ def sql(
     address: AddressOption = None,
     state_dir: StateDirOption = None,
     workflow_id: WorkflowIdOption = COORDINATOR_WORKFLOW_ID,
+    wait_running: float | None = WAIT_RUNNING,
 ) -> None:
     """Run NebulaStream statements (CREATE, SELECT ... INTO, SHOW, DROP, EXPLAIN) in order."""
 
@@ -56,7 +58,7 @@ def sql(
         Console(stderr=True).print(f"[red]cannot read {file}: {error.strerror}")
         raise typer.Exit(EXIT_USAGE) from None
     target = reachable_coordinator(address, state_dir, workflow_id, as_json)
-    raise typer.Exit(run_sql(target, workflow_id, statements, as_json, console))
+    raise typer.Exit(run_sql(target, workflow_id, statements, as_json, console, wait_running))
 
 
 @app.command()

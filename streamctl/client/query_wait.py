@@ -1,0 +1,66 @@
+"""Waiting for a query to reach a state: what ``--wait-running`` and the benchmarks use.
+
+A query's state changes when its agent reports (the start action's outcome, a status push);
+the coordinator records it in the next pass. A waiter asks ``GetQuery`` until the query's
+``current_state`` is one it waits for: first after :data:`FIRST_POLL_S`, then at intervals
+doubling up to :data:`MAX_POLL_S`, so a start that settles quickly is seen within a few
+milliseconds of its pass and a slow one costs at most a few requests a second. (Holding an
+update open until the state changes instead would take one of the few updates Temporal lets a
+workflow have in flight, for as long as a start takes.)
+
+Every wait is bounded by a deadline on :func:`time.monotonic`; it raises only
+:class:`QueryWaitTimeout` (with the last state seen) or the coordinator's refusal of a
+``GetQuery`` (a query dropped meanwhile: ``NOT_FOUND``), never on a state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from streamctl.workflows import messages as m
+
+if TYPE_CHECKING:
+    from streamctl.client.client import CoordinatorClient
+
+TERMINAL_STATES: Final = frozenset({"FINISHED", "FAILED", "STOPPED"})
+SETTLED_STATES: Final = TERMINAL_STATES | {"RUNNING"}
+"""What ``--wait-running`` waits for: running, or ended (failed, stopped or finished: a bounded
+query may finish before a poll sees it run)."""
+FIRST_POLL_S: Final = 0.01
+MAX_POLL_S: Final = 0.2
+
+
+class QueryWaitTimeout(RuntimeError):
+    """The deadline passed before what was waited for happened; ``last_state`` is the query's
+    last state seen (empty for other waits)."""
+
+    def __init__(self, what: str, last_state: str = "") -> None:
+        super().__init__(f"{what}: not within the wait's timeout")
+        self.last_state = last_state
+
+
+async def wait_for_state(
+    client: CoordinatorClient,
+    query_id: int,
+    wanted: frozenset[str],
+    deadline: float,
+    seen: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """The query's answer (``GetQuery``) once its ``current_state`` is in ``wanted``; ``seen``
+    gets the state of every poll."""
+    pause = FIRST_POLL_S
+    while True:
+        answer = await client.ask(m.GetQuery(query_id))
+        state = str(answer["current_state"])
+        if seen is not None:
+            seen(state)
+        if state in wanted:
+            return dict(answer)
+        now = time.monotonic()
+        if now >= deadline:
+            raise QueryWaitTimeout(f"query {query_id} {'/'.join(sorted(wanted))}", state)
+        await asyncio.sleep(min(pause, deadline - now))
+        pause = min(pause * 2, MAX_POLL_S)

@@ -1,0 +1,135 @@
+"""Waiting for a query's state (``--wait-running``, :mod:`streamctl.client.query_wait`).
+
+* Property, on a scripted client and a fake clock (isolated logic): whatever states a query
+  goes through, the wait returns the first answer whose state it waits for, asks nothing after
+  it, never sleeps past its deadline, and raises :class:`QueryWaitTimeout` with the last state
+  seen only when the deadline passed first.
+* Through a real coordinator with no agent (a query stays CREATED): ``sql --wait-running`` and
+  ``query start --wait-running`` return after their timeout with exit code 1 and say why; a
+  query that cannot be placed never makes them wait longer. That a query started on a Spark
+  agent is answered RUNNING is in ``tests/test_stack.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from contextlib import redirect_stdout
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+
+from streamctl.client import query_wait
+from streamctl.client.frontend import EXIT_REFUSED, run_query_action, run_sql
+from streamctl.client.query_wait import QueryWaitTimeout, wait_for_state
+from streamctl.workflows import messages as m
+
+STATES = [
+    "CREATED",
+    "STARTING",
+    "RUNNING",
+    "STOPPING",
+    "STOPPED",
+    "FINISHED",
+    "RECOVERING",
+    "FAILED",
+]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.deadline = float("inf")
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        assert seconds >= 0 and self.now + seconds <= self.deadline + 1e-9  # never past it
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+class ScriptedQuery:
+    """A client whose ``GetQuery`` answers go through ``states`` (the last one repeats); each
+    answer costs ``ask_cost`` seconds of the fake clock."""
+
+    def __init__(self, states: list[str], clock: FakeClock, ask_cost: float) -> None:
+        self.states, self.clock, self.ask_cost = states, clock, ask_cost
+        self.asked = 0
+
+    async def ask(self, request: Any) -> dict[str, Any]:
+        assert isinstance(request, m.GetQuery) and request.id == 7
+        self.clock.now += self.ask_cost
+        state = self.states[min(self.asked, len(self.states) - 1)]
+        self.asked += 1
+        return {"id": 7, "current_state": state}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    states=st.lists(st.sampled_from(STATES), min_size=1, max_size=40),
+    wanted=st.frozensets(st.sampled_from(STATES), min_size=1),
+    timeout=st.floats(min_value=0.0, max_value=5.0),
+    ask_cost=st.floats(min_value=0.0, max_value=0.5),
+)
+def test_a_wait_returns_the_first_wanted_state_or_times_out_by_its_deadline(
+    states: list[str], wanted: frozenset[str], timeout: float, ask_cost: float
+) -> None:
+    clock = FakeClock()
+    client = ScriptedQuery(states, clock, ask_cost)
+    deadline = clock.deadline = clock.now + timeout
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(query_wait.time, "monotonic", clock.monotonic)
+        patch.setattr(query_wait.asyncio, "sleep", clock.sleep)
+        try:
+            answer = asyncio.run(wait_for_state(client, 7, wanted, deadline))  # type: ignore[arg-type]
+        except QueryWaitTimeout as late:
+            seen = states[: client.asked]
+            assert not wanted & set(seen)  # nothing it waited for was ever answered
+            assert late.last_state == states[min(client.asked, len(states)) - 1]
+            assert clock.now >= deadline  # it gave up only once the deadline had passed
+        else:
+            first = next(i for i, state in enumerate([*states, states[-1]]) if state in wanted)
+            assert answer["current_state"] in wanted
+            assert client.asked == first + 1  # the first wanted answer, nothing asked after
+        assert all(s <= query_wait.MAX_POLL_S for s in clock.sleeps)
+
+
+async def test_waiting_for_a_query_no_agent_can_run_ends_at_its_timeout(
+    start_coordinator: Any, sqlite_url: str
+) -> None:
+    coordinator = await start_coordinator(sqlite_url)
+    address, workflow_id = coordinator.address, coordinator.workflow_id
+    script = (
+        "CREATE LOGICAL SOURCE s(id UINT64 NOT NULL);"
+        "CREATE PHYSICAL SOURCE FOR s TYPE Generator SET("
+        "'SEQUENCE UINT64 0 1000 1' AS `SOURCE`.GENERATOR_SCHEMA,"
+        "'ALL' AS `SOURCE`.STOP_GENERATOR_WHEN_SEQUENCE_FINISHES);"
+        "CREATE SINK out(id UINT64 NOT NULL) TYPE Void;"
+        "SELECT id FROM s INTO out"
+    )
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        code = await asyncio.to_thread(
+            run_sql, address, workflow_id, script, True, Console(file=io.StringIO()), 0.5
+        )
+    answer = json.loads(printed.getvalue())
+    assert "statements" in answer, answer
+    query = answer["statements"][-1]["result"]
+    assert code == EXIT_REFUSED and answer["ok"] is False
+    assert query["current_state"] == "CREATED"
+    assert query["error"] == "not RUNNING within 0.5 s"
+
+    people = io.StringIO()
+    code = await asyncio.to_thread(
+        run_query_action,
+        address, workflow_id, "start", query["id"], False, Console(file=people, width=200), 0.3,
+    )  # fmt: skip
+    assert code == EXIT_REFUSED
+    assert f"query {query['id']} CREATED (not RUNNING within 0.3 s)" in people.getvalue()
