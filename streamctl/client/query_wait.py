@@ -3,8 +3,8 @@
 A query's state changes when its agent reports (the start action's outcome, a status push);
 the coordinator records it in the next pass. A waiter asks ``GetQuery`` until the query's
 ``current_state`` is one it waits for: first after :data:`FIRST_POLL_S`, then at intervals
-doubling up to :data:`MAX_POLL_S`, so a start that settles quickly is seen within a few
-milliseconds of its pass and a slow one costs at most a few requests a second. (Holding an
+growing by half up to :data:`MAX_POLL_S`, so a start that settles quickly is seen within a few
+milliseconds of its pass and a slow one costs at most ten requests a second. (Holding an
 update open until the state changes instead would take one of the few updates Temporal lets a
 workflow have in flight, for as long as a start takes.)
 
@@ -30,7 +30,7 @@ SETTLED_STATES: Final = TERMINAL_STATES | {"RUNNING"}
 """What ``--wait-running`` waits for: running, or ended (failed, stopped or finished: a bounded
 query may finish before a poll sees it run)."""
 FIRST_POLL_S: Final = 0.01
-MAX_POLL_S: Final = 0.2
+MAX_POLL_S: Final = 0.1
 
 
 class QueryWaitTimeout(RuntimeError):
@@ -63,4 +63,4 @@ async def wait_for_state(
         if now >= deadline:
             raise QueryWaitTimeout(f"query {query_id} {'/'.join(sorted(wanted))}", state)
         await asyncio.sleep(min(pause, deadline - now))
-        pause = min(pause * 2, MAX_POLL_S)
+        pause = min(pause * 1.5, MAX_POLL_S)
