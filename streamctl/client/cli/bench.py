@@ -51,6 +51,30 @@ def bench_latency(
     print(json.dumps(result) if as_json else json.dumps(result, indent=2))
 
 
+@bench_app.command("scale")
+def bench_scale(
+    as_json: JsonOption = False,
+    catalog: str = typer.Option(
+        "postgresql://postgres@127.0.0.1:5432/postgres", help="PostgreSQL server for the benchmark."
+    ),
+    agents: int = typer.Option(500, min=1, help="Simulated agents."),
+    queries: int = typer.Option(10_000, min=0, help="Queries placed on them."),
+    capacity: int = typer.Option(25, min=1, help="Queries an agent may run."),
+    large_rows: int = typer.Option(100_000, min=0, help="Catalog rows of the large sample."),
+    sample_seconds: float = typer.Option(60.0, min=1.0, help="Seconds of each pass sample."),
+    soak_seconds: float = typer.Option(600.0, min=1.0, help="Seconds of the RSS/history soak."),
+    kill_agents: int = typer.Option(50, min=0, help="Agents killed for the failover."),
+) -> None:
+    """Simulated agents and queries on one coordinator: pass times at a small and a large
+    catalog, RSS and history over a soak, failover after killed agents, SHOW QUERIES."""
+    from streamctl.bench.scale import run_scale_bench
+
+    result = run_scale_bench(
+        catalog, agents, queries, capacity, large_rows, sample_seconds, soak_seconds, kill_agents
+    )
+    print(json.dumps(result) if as_json else json.dumps(result, indent=2))
+
+
 @bench_app.command("events")
 def bench_events(
     as_json: JsonOption = False,

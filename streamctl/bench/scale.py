@@ -1,0 +1,309 @@
+"""``streamctl bench scale``: one coordinator managing many agents and queries, by simulation.
+
+On a private stack (Temporal dev server, one coordinator worker process, a scratch PostgreSQL
+catalog) the benchmark runs ``agents`` simulated agents (:mod:`streamctl.bench.sim_agents`:
+real Temporal workers on their own task queues, heartbeating every 2 s and pushing statistics,
+without Spark) and, in order:
+
+1. ``small``: the passes of the fleet's steady load (heartbeats, statistics) while the catalog
+   holds only the fleet and a few objects, sampled for ``sample_seconds``.
+2. ``queries`` queries (one Generator source, one Void sink, ``SELECT ... INTO``), created in
+   batches; the time until every one is RUNNING.
+3. Filler logical sources until the catalog holds ``large_rows`` rows (every table counted);
+   ``large``: the passes of the same kind of load again. ``pass_p50_ratio`` is the large p50
+   over the small one.
+4. ``soak_seconds`` of steady load: the coordinator worker process's RSS every 10 s (first,
+   last, max), the workflow's history events per minute and continue-as-new runs per hour.
+5. ``kill_agents`` agents stopped as by ``kill -9``: the seconds until every query they ran
+   is RUNNING on another agent (detection by missing heartbeats included:
+   ``CoordinatorConfig.dead_after``).
+6. ``SHOW QUERIES`` through ``streamctl sql`` (pages of 500): how many rows it printed.
+
+Pass durations come from the workflow's ``status`` query (the last pass's duration, sampled
+every 100 ms: each pass once). Everything is printed as one JSON object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from typing import Any
+
+from sqlalchemy import create_engine, func, select
+from temporalio.client import Client
+
+from streamctl.bench.sim_agents import SimulatedFleet
+from streamctl.bench.stack import bench_supervisor
+from streamctl.catalog.models import Base
+from streamctl.catalog.scratch import scratch_database
+from streamctl.client.client import CoordinatorClient
+from streamctl.workflows import messages as m
+from streamctl.workflows.config import COORDINATOR_WORKFLOW_ID
+
+CREATE_CHUNK = 1000
+SOURCE = (
+    "CREATE LOGICAL SOURCE ticks(id UINT64 NOT NULL, v UINT64 NOT NULL);"
+    "CREATE PHYSICAL SOURCE FOR ticks TYPE Generator SET("
+    "'SEQUENCE UINT64 0 1000000 1, SEQUENCE UINT64 0 1000000 3' AS `SOURCE`.GENERATOR_SCHEMA,"
+    "'NONE' AS `SOURCE`.STOP_GENERATOR_WHEN_SEQUENCE_FINISHES);"
+    "CREATE SINK discard(id UINT64 NOT NULL, v UINT64 NOT NULL) TYPE Void;"
+)
+QUERY = "SELECT id, v FROM ticks WHERE v > {n} INTO discard"
+FILLER_SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
+
+
+def catalog_rows(catalog_url: str) -> int:
+    """Rows in every table of the catalog."""
+    engine = create_engine(catalog_url)
+    try:
+        with engine.connect() as connection:
+            return sum(
+                int(connection.execute(select(func.count()).select_from(table)).scalar_one())
+                for table in Base.metadata.sorted_tables
+            )
+    finally:
+        engine.dispose()
+
+
+def rss_bytes(pid: int) -> int:
+    """The resident memory of a process and its descendants (the coordinator worker runs its
+    passes in a process pool)."""
+    total = 0
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+        with open(f"/proc/{pid}/task/{pid}/children") as children:
+            total += sum(rss_bytes(int(child)) for child in children.read().split())
+    except OSError:  # it ended meanwhile
+        pass
+    return total
+
+
+def _figures(milliseconds: list[float]) -> dict[str, float]:
+    if not milliseconds:
+        return {"passes": 0, "p50_ms": 0.0, "p99_ms": 0.0}
+    ordered = sorted(milliseconds)
+    return {
+        "passes": len(ordered),
+        "p50_ms": round(statistics.median(ordered), 2),
+        "p99_ms": round(ordered[max(0, int(len(ordered) * 0.99) - 1)], 2),
+    }
+
+
+async def sample_passes(temporal: Client, seconds: float) -> dict[str, float]:
+    """Each pass's duration while ``seconds`` pass (the ``status`` query, every 100 ms)."""
+    handle = temporal.get_workflow_handle(COORDINATOR_WORKFLOW_ID)
+    durations: list[float] = []
+    seen = -1
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        status = await handle.query("status")
+        if status["passes_run"] != seen:
+            if seen >= 0:
+                durations.append(float(status["last_pass_ms"]))
+            seen = status["passes_run"]
+        await asyncio.sleep(0.1)
+    return _figures(durations)
+
+
+async def history_since(temporal: Client, run_id: str, length: int) -> tuple[int, int]:
+    """History events the coordinator wrote since its run ``run_id`` was ``length`` events
+    long, and how many runs followed that one (continue-as-new)."""
+    handle = temporal.get_workflow_handle(COORDINATOR_WORKFLOW_ID)
+    current = await handle.describe()
+    if current.run_id == run_id:
+        return current.history_length - length, 0
+    first = await temporal.get_workflow_handle(COORDINATOR_WORKFLOW_ID, run_id=run_id).describe()
+    events, runs = current.history_length + first.history_length - length, 1
+    async for execution in temporal.list_workflows(f"WorkflowId = '{COORDINATOR_WORKFLOW_ID}'"):
+        between = execution.run_id not in (run_id, current.run_id)
+        if between and execution.start_time > first.start_time:
+            events += execution.history_length
+            runs += 1
+    return events, runs
+
+
+async def _wait(predicate: Any, timeout: float, what: str) -> float:
+    started = time.monotonic()
+    while not await predicate():
+        if time.monotonic() - started > timeout:
+            raise RuntimeError(f"{what}: not within {timeout:g} s")
+        await asyncio.sleep(1.0)
+    return round(time.monotonic() - started, 1)
+
+
+async def _run(
+    server_url: str,
+    agents: int,
+    queries: int,
+    capacity: int,
+    large_rows: int,
+    sample_seconds: float,
+    soak_seconds: float,
+    kill_agents: int,
+) -> dict[str, Any]:
+    result: dict[str, Any] = {"agents": agents, "queries": queries, "capacity": capacity}
+    with scratch_database(server_url, prefix="streamctl_bench") as catalog_url:
+        async with bench_supervisor(catalog_url) as supervisor:
+            temporal = supervisor.client
+            assert temporal is not None
+            [coordinator_pid] = [worker.pid for worker in supervisor.workers]
+            client = await CoordinatorClient(supervisor.address).connect()
+            names = [f"sim{index:04d}" for index in range(agents)]
+            fleet = SimulatedFleet(temporal, client, names, capacity)
+            try:
+                await fleet.start()
+
+                async def all_alive() -> bool:
+                    workers = await client.list_all(m.ListWorkers())
+                    alive = sum(w["state"] == "ALIVE" for w in workers)
+                    return bool(alive == agents)
+
+                result["fleet_alive_s"] = await _wait(all_alive, 300, "every agent ALIVE")
+                await client.ask(m.ExecuteStatement(SOURCE))
+                result["small_rows"] = await asyncio.to_thread(catalog_rows, catalog_url)
+                result["small"] = await sample_passes(temporal, sample_seconds)
+
+                started = time.monotonic()
+                for first in range(0, queries, CREATE_CHUNK):
+                    batch = [
+                        m.ExecuteStatement(QUERY.format(n=n))
+                        for n in range(first, min(queries, first + CREATE_CHUNK))
+                    ]
+                    answers = await client.ask_many(batch)
+                    refused = [a for a in answers if not a.ok]
+                    if refused:
+                        raise RuntimeError(f"queries refused: {refused[0].error_message}")
+
+                async def all_running() -> bool:
+                    listed = await client.list_all(m.ListQueries())
+                    running = sum(q["current_state"] == "RUNNING" for q in listed)
+                    return bool(running == queries)
+
+                await _wait(all_running, 1800, f"{queries} queries RUNNING")
+                result["queries_running_s"] = round(time.monotonic() - started, 1)
+
+                rows = await asyncio.to_thread(catalog_rows, catalog_url)
+                tag = uuid.uuid4().hex[:6]
+                index = 0
+                while rows < large_rows:
+                    missing = min(large_rows - rows, 20_000)
+                    answers = await client.ask_many(
+                        [
+                            m.CreateLogicalSource(f"filler_{tag}_{index + n}", FILLER_SCHEMA)
+                            for n in range(missing)
+                        ]
+                    )
+                    index += missing
+                    if not all(a.ok for a in answers):
+                        raise RuntimeError("filler sources refused")
+                    rows = await asyncio.to_thread(catalog_rows, catalog_url)
+                result["large_rows"] = rows
+                result["large"] = await sample_passes(temporal, sample_seconds)
+                small_p50 = result["small"]["p50_ms"] or 1.0
+                result["pass_p50_ratio"] = round(result["large"]["p50_ms"] / small_p50, 2)
+
+                result["soak"] = await _soak(temporal, coordinator_pid, soak_seconds)
+                result["failover"] = await _failover(client, fleet, names[:kill_agents])
+                result["show_queries_rows"] = await asyncio.to_thread(
+                    _show_queries_rows, supervisor.address
+                )
+            finally:
+                await fleet.stop()
+                await asyncio.to_thread(client.close)
+    return result
+
+
+async def _soak(temporal: Client, pid: int, seconds: float) -> dict[str, Any]:
+    first_run = await temporal.get_workflow_handle(COORDINATOR_WORKFLOW_ID).describe()
+    samples: list[int] = []
+    deadline = time.monotonic() + seconds
+    while True:
+        samples.append(rss_bytes(pid))
+        if time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(min(10.0, max(0.0, deadline - time.monotonic())))
+    events, runs = await history_since(temporal, first_run.run_id, first_run.history_length)
+    minutes = seconds / 60
+    mib = 1024 * 1024
+    return {
+        "seconds": seconds,
+        "rss_first_mib": round(samples[0] / mib, 1),
+        "rss_last_mib": round(samples[-1] / mib, 1),
+        "rss_max_mib": round(max(samples) / mib, 1),
+        "history_events_per_minute": round(events / minutes, 1),
+        "continue_as_new_per_hour": round(runs * 60 / minutes, 1),
+    }
+
+
+async def _failover(
+    client: CoordinatorClient, fleet: SimulatedFleet, victims: list[str]
+) -> dict[str, Any]:
+    moved: set[int] = set()
+    for name in victims:
+        moved.update(await fleet.kill(name))
+    gone = set(victims)
+    started = time.monotonic()
+
+    async def all_elsewhere() -> bool:
+        listed = await client.list_all(m.ListQueries())
+        states = {q["id"]: (q["current_state"], q["worker"]) for q in listed if q["id"] in moved}
+        return all(s == "RUNNING" and w not in gone for s, w in states.values())
+
+    await _wait(all_elsewhere, 600, "every query of the killed agents RUNNING elsewhere")
+    listed = await client.list_all(m.ListQueries())
+    return {
+        "killed_agents": len(victims),
+        "queries_moved": len(moved),
+        "seconds_until_running_elsewhere": round(time.monotonic() - started, 1),
+        "states_after": dict(Counter(q["current_state"] for q in listed)),
+    }
+
+
+def _show_queries_rows(address: str) -> int:
+    shown = subprocess.run(
+        [
+            *(sys.executable, "-m", "streamctl.client.cli"),
+            *("sql", "SHOW QUERIES", "--json", "--address", address),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if shown.returncode != 0:
+        raise RuntimeError(f"SHOW QUERIES failed: {shown.stderr[-500:]}")
+    [answer] = json.loads(shown.stdout)["statements"]
+    return len(answer["result"]["rows"])
+
+
+def run_scale_bench(
+    server_url: str,
+    agents: int,
+    queries: int,
+    capacity: int,
+    large_rows: int,
+    sample_seconds: float,
+    soak_seconds: float,
+    kill_agents: int,
+) -> dict[str, Any]:
+    return asyncio.run(
+        _run(
+            server_url,
+            agents,
+            queries,
+            capacity,
+            large_rows,
+            sample_seconds,
+            soak_seconds,
+            kill_agents,
+        )
+    )
