@@ -698,8 +698,7 @@ SCENARIOS: dict[str, tuple[Callable[[Scenario], Awaitable[None]], CoordinatorCon
 async def kinds_in(histories: list[Any]) -> set[str]:
     """The message kinds that entered these histories: the envelopes of every accepted
     ``submit`` update (its request batch) and every ``events`` signal, decoded as the worker
-    does. (Passes run as local activities, whose inputs history does not record; every message
-    that enters is applied by a pass.)"""
+    does: every message that enters is applied by a pass."""
     converter = data_converter(config.payload_keys())
 
     async def decoded(payloads: list[Any]) -> list[Any]:

@@ -12,10 +12,8 @@ Protocol
   (a wait shorter than :data:`MIN_TIMER_WAIT` is not worth a workflow timer: the pass runs at
   once, and what arrives during it forms the next batch).
   A pass takes whole request batches up to ``batch_size`` requests (always at least one) and
-  up to ``batch_size`` events. A pass is one ``apply_pass`` local activity (one catalog
-  transaction) run inside the workflow task that decided on it, so an idle request costs one
-  workflow task; the next batch gathers at the server while it runs. (Runs started before
-  the ``pass-local-activity`` patch keep scheduling it as an activity.)
+  up to ``batch_size`` events. A pass is one ``apply_pass`` activity (one catalog
+  transaction); the next batch gathers while it runs.
 * Request payloads stay raw in the workflow: the update's ``requests`` argument is handed to
   the pass activity and the activity's per-batch answer back to the update, byte for byte
   (:mod:`streamctl.workflows.passes`). Parsing thousands of bodies per second in workflow
@@ -78,7 +76,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from temporalio.common import RawValue
@@ -130,8 +128,6 @@ with workflow.unsafe.imports_passed_through():
 PASS_ISOLATION_PATCH = "pass-isolation"
 """Passes end after :data:`PASS_ATTEMPTS` and a failed one is split (older runs retried
 forever): the ``workflow.patched`` id that keeps older histories replaying as they ran."""
-LOCAL_PASS_PATCH = "pass-local-activity"
-"""Passes run as local activities (older runs scheduled an activity task per pass)."""
 PASS_ATTEMPTS = 4
 CATALOG_OUTAGE_MAX_PAUSE = 60.0
 """Seconds between rounds of a pass whose catalog cannot be reached (1, 2, 4 ... up to this):
@@ -142,34 +138,6 @@ server here, which made an idle coordinator answer in 300 ms instead of 100. Mes
 arrive while a pass runs still form the next batch."""
 
 SENDER_MEMORY_SECONDS = 24 * 3600.0
-
-
-async def _execute_pass(
-    local: bool, args: list[Any], timeout: timedelta, retry_policy: RetryPolicy, summary: str
-) -> PassResult:
-    """The ``apply_pass`` activity; ``local`` runs it as a local activity.
-
-    A local activity runs the pass inside the workflow task that decided on it: no activity
-    task to dispatch, no second workflow task to take its result (most of what an idle request
-    cost above its update). Its result is recorded as a marker, so a replay or a retried
-    workflow task never runs a recorded pass again; one cut short by a crash runs again, which
-    the pass's claim on its number and the answered request ids make safe (as for a retried
-    activity)."""
-    if local:
-        return await workflow.execute_local_activity_method(
-            CatalogActivities.apply_pass,
-            args=args,
-            start_to_close_timeout=timeout,
-            retry_policy=retry_policy,
-            summary=summary,
-        )
-    return await workflow.execute_activity_method(
-        CatalogActivities.apply_pass,
-        args=args,
-        start_to_close_timeout=timeout,
-        retry_policy=retry_policy,
-        summary=summary,
-    )
 
 
 def _size(envelope: Envelope) -> int:
@@ -415,15 +383,14 @@ class CoordinatorWorkflow:
         config = self.state.config
         requests = sum(len(batch.ids) for batch in request_batches)
         isolating = workflow.patched(PASS_ISOLATION_PATCH)
-        local = workflow.patched(LOCAL_PASS_PATCH)
         self.state.pass_no += 1
         outage_rounds = 0
         while True:
             started = workflow.now()
             try:
-                result = await _execute_pass(
-                    local,
-                    [
+                result = await workflow.execute_activity_method(
+                    CatalogActivities.apply_pass,
+                    args=[
                         PassInput(
                             workflow_id=workflow.info().workflow_id,
                             pass_no=self.state.pass_no,
@@ -438,21 +405,19 @@ class CoordinatorWorkflow:
                         ),
                         join_request_batches([batch.payload for batch in request_batches]),
                     ],
-                    timedelta(seconds=config.pass_timeout),
-                    RetryPolicy(
+                    start_to_close_timeout=timedelta(seconds=config.pass_timeout),
+                    retry_policy=RetryPolicy(
                         initial_interval=timedelta(milliseconds=200),
                         maximum_interval=timedelta(seconds=5),
                         maximum_attempts=PASS_ATTEMPTS if isolating else 0,
                     ),
-                    pass_summary(self.state.pass_no, requests, len(events)),
+                    summary=pass_summary(self.state.pass_no, requests, len(events)),
                 )
                 break
-            except FailureError as error:
-                if not isolating or isinstance(error, CancelledError):
+            except ActivityError as error:
+                if not isolating:
                     raise
-                # A failed activity arrives as ActivityError around its cause; a failed local
-                # activity as the cause itself (an ApplicationError, a TimeoutError).
-                cause = (error.cause if isinstance(error, ActivityError) else None) or error
+                cause = error.cause
                 if isinstance(cause, ApplicationError) and cause.type == CATALOG_UNAVAILABLE:
                     # A pause between rounds keeps a long outage from filling the history
                     # (each round is a few events; continue-as-new waits for the pass).
@@ -463,7 +428,7 @@ class CoordinatorWorkflow:
                     )
                     await workflow.sleep(pause)
                     continue
-                await self._split_failed_pass(request_batches, events, cause)
+                await self._split_failed_pass(request_batches, events, error)
                 return
         self.passes_this_run += 1
         self.state.version = max(self.state.version, result.version)
@@ -489,9 +454,10 @@ class CoordinatorWorkflow:
         self,
         request_batches: list[RequestBatch],
         events: list[PendingMessage],
-        cause: BaseException,
+        error: ActivityError,
     ) -> None:
-        reason = f"{type(cause).__name__}: {cause}"
+        cause = error.cause
+        reason = f"{type(cause).__name__}: {cause}" if cause is not None else str(error)
         parts = halves(request_batches, events)
         workflow.logger.error(
             "pass %d failed for good (%s); %s",
