@@ -35,6 +35,8 @@ COLUMNS = (
 )
 STATEMENT = "SELECT id, amount FROM orders WHERE amount > 10 INTO discard"
 POLL_S = 0.02
+DEPLOY_OVERHEAD_TARGET_MS = 150.0
+"""Issue 19: what a deploy through the coordinator may cost above ``writeStream.start()``."""
 
 
 def _median_ms(seconds: list[float]) -> float:
@@ -147,5 +149,5 @@ def run_deploy_bench(rounds: int = 10, master: str = "local[2]") -> dict[str, An
         "overhead_p50_ms": round(deploy_p50 - raw_p50, 1),
         "deploy_max_ms": round(max(deploy) * 1000, 1),
         "raw_start_max_ms": round(max(raw) * 1000, 1),
-        "target_met": deploy_p50 <= raw_p50 + 500,
+        "target_met": deploy_p50 <= raw_p50 + DEPLOY_OVERHEAD_TARGET_MS,
     }
