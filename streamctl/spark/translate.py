@@ -101,13 +101,26 @@ from streamctl.spark.types import spark_type
 
 __all__ = [
     "MARKER_EVENT_TIME_MS",
+    "EXECUTION_CONF",
     "SPARK_CONF",
     "TranslatedQuery",
     "build",
     "spark_conf",
 ]
 
-SPARK_CONF: Final[Mapping[str, str]] = {"spark.sql.ansi.enabled": "false"}
+EXECUTION_CONF: Final[Mapping[str, str]] = {
+    # An operand of AND/OR that cannot change the result is not evaluated (the product's side
+    # of what the NES docs leave open; NES fails a query on an integer division by zero).
+    # Spark's OR and AND short-circuit, but subexpression elimination would compute an
+    # expression named twice in the right operand (the float comparisons name theirs twice)
+    # once per row before the AND/OR, and fail the query where the left operand decided.
+    "spark.sql.subexpressionElimination.skipForShortcutExpr": "true",
+}
+"""Spark settings the translated expressions rely on while they run: every session that runs
+them has them (:func:`streamctl.worker.spark_session.build_spark_session`; under Spark
+Connect through :data:`SPARK_CONF`, which the query starts inside)."""
+
+SPARK_CONF: Final[Mapping[str, str]] = {"spark.sql.ansi.enabled": "false", **EXECUTION_CONF}
 """Spark settings the translated expressions are built (and, under Spark Connect, must be
 started) with."""
 

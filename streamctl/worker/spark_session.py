@@ -79,6 +79,8 @@ def build_spark_session(
     require_java()
     from pyspark.sql import SparkSession
 
+    from streamctl.spark.translate import EXECUTION_CONF
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # PySpark marks a process that once made a Spark Connect session (and every process it
     # starts afterwards) with SPARK_CONNECT_MODE_ENABLED, which turns this classic builder into
@@ -86,7 +88,7 @@ def build_spark_session(
     for variable in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE"):
         os.environ.pop(variable, None)
     builder = SparkSession.builder.master(master).appName(app_name)
-    settings = {**BASE_CONFIG, "spark.sql.warehouse.dir": str(warehouse), **(config or {})}
+    settings = {**BASE_CONFIG, **EXECUTION_CONF, "spark.sql.warehouse.dir": str(warehouse), **(config or {})}
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
