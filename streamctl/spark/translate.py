@@ -100,8 +100,8 @@ from streamctl.spark.expressions import (
 from streamctl.spark.types import spark_type
 
 __all__ = [
-    "MARKER_EVENT_TIME_MS",
     "EXECUTION_CONF",
+    "MARKER_EVENT_TIME_MS",
     "SPARK_CONF",
     "TranslatedQuery",
     "build",

@@ -88,7 +88,12 @@ def build_spark_session(
     for variable in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE"):
         os.environ.pop(variable, None)
     builder = SparkSession.builder.master(master).appName(app_name)
-    settings = {**BASE_CONFIG, **EXECUTION_CONF, "spark.sql.warehouse.dir": str(warehouse), **(config or {})}
+    settings = {
+        **BASE_CONFIG,
+        **EXECUTION_CONF,
+        "spark.sql.warehouse.dir": str(warehouse),
+        **(config or {}),
+    }
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
