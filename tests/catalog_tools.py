@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
-from streamctl.activities.passes import CatalogActivities
+from streamctl.activities.passes import CatalogWork
 from streamctl.catalog.models import (
     ChangelogEntry,
     LogicalSource,
@@ -22,7 +22,7 @@ from streamctl.catalog.models import (
 )
 from streamctl.catalog.store import create_catalog_engine
 from streamctl.workflows.messages import Envelope, Response
-from streamctl.workflows.passes import PassInput, request_batches_payload
+from streamctl.workflows.passes import PassInput, request_batches_json
 
 
 def dump(url: str) -> dict[str, Any]:
@@ -74,7 +74,7 @@ def _comparable(result: Any) -> Any:
 def replay_one_by_one(source_url: str, target_url: str) -> list[str]:
     """Apply the recorded requests one per pass to a fresh catalog; return mismatches."""
     mismatches: list[str] = []
-    activities = CatalogActivities(target_url)
+    activities = CatalogWork(target_url)
     for pass_no, row in enumerate(applied_requests(source_url), start=1):
         request = row.request
         envelope = Envelope(
@@ -82,7 +82,7 @@ def replay_one_by_one(source_url: str, target_url: str) -> list[str]:
         )
         result = activities.apply_pass(
             PassInput("replay", pass_no, 0.0, [], [0.0], 10.0, 30.0),
-            request_batches_payload([[envelope]]),
+            request_batches_json([[envelope]]),
         )
         replayed = Response(**json.loads(result.responses[0])[0])
         if (replayed.ok, replayed.error_code, _comparable(replayed.result)) != (

@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamctl.activities.passes import CatalogActivities
+from streamctl.activities.passes import CatalogWork
 from streamctl.bench.adversarial_cases import generate_case
 from streamctl.workflows import messages as m
 from streamctl.workflows.messages import Envelope
-from streamctl.workflows.passes import PassInput, PendingMessage, json_payload
+from streamctl.workflows.passes import PassInput, PendingMessage
 
 EXAMPLES = 300
 """Per catalog backend: 600 cases in all in CI, each a pass of up to eight hostile messages."""
@@ -39,7 +39,7 @@ def _payload(batch: list[dict[str, object]]) -> bytes:
 )
 def test_hostile_batches_never_fail_a_pass(backend, sqlite_url, request):
     url = sqlite_url if backend == "sqlite" else request.getfixturevalue("pg_url")
-    activities = CatalogActivities(url)
+    activities = CatalogWork(url)
     pass_numbers = itertools.count(1)
 
     @settings(
@@ -73,7 +73,7 @@ def test_hostile_batches_never_fail_a_pass(backend, sqlite_url, request):
         requests.append({"id": after.id, "kind": after.kind, "v": after.v, "body": after.body})
         result = activities.apply_pass(
             PassInput("adversarial", pass_no, 1000.0 + pass_no, events, [1000.0], 30.0, 60.0),
-            json_payload(_payload(requests)),
+            _payload(requests),
         )
         answers = json.loads(result.responses[0])
         assert len(answers) == len(requests)

@@ -11,7 +11,7 @@ import pytest
 from test_pass_activity import codes, run_pass
 from test_query_requests import SETUP, pass_result
 
-from streamctl.activities.passes import CatalogActivities
+from streamctl.activities.passes import CatalogWork
 from streamctl.planner.plan import QueryPlan, Scan, walk
 from streamctl.workflows import messages as m
 
@@ -22,7 +22,7 @@ INLINE = (
 
 
 def test_spark_plan_comes_from_the_agent_the_query_would_run_on(catalog_url):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     run_pass(activities, 1, SETUP, events=(m.RegisterWorker("a1"),))
     [explained], actions = pass_result(
         activities, 2, [m.ExplainQuery("SELECT id, amount FROM orders WHERE amount > 3 INTO big")]
@@ -56,7 +56,7 @@ def test_spark_plan_comes_from_the_agent_the_query_would_run_on(catalog_url):
 
 
 def test_without_an_alive_agent_there_is_no_spark_plan_to_ask_for(catalog_url):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     run_pass(activities, 1, SETUP)
     [explained], actions = pass_result(
         activities, 2, [m.ExplainQuery("SELECT id, amount FROM orders INTO big")]
@@ -71,7 +71,7 @@ def test_inline_sources_are_explained_as_they_would_run_without_being_created(
     catalog_url, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.setenv("STREAMCTL_FILES_DIR", str(tmp_path))
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     run_pass(activities, 1, [], events=(m.RegisterWorker("a1"),))
     [explained], [action] = pass_result(activities, 2, [m.ExecuteStatement(INLINE)])
     answer = explained["result"]["statements"][0]["result"]

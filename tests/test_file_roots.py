@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from test_pass_activity import codes, run_pass
 
-from streamctl.activities.passes import CatalogActivities
+from streamctl.activities.passes import CatalogWork
 from streamctl.planner.options import SINK_OPTIONS, SOURCE_OPTIONS
 from streamctl.workflows import messages as m
 
@@ -33,7 +33,7 @@ def generator(schema: str, **extra: Any) -> dict[str, Any]:
 
 
 def test_paths_outside_the_roots_are_refused_by_requests_and_statements(catalog_url, files):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     elsewhere = files.parent / "elsewhere"
     answers = run_pass(
         activities,
@@ -78,7 +78,7 @@ def test_paths_outside_the_roots_are_refused_by_requests_and_statements(catalog_
 
 
 def test_relative_paths_resolve_into_the_files_directory(catalog_url, files):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     answers = run_pass(
         activities,
         1,
@@ -116,7 +116,7 @@ def test_dot_dot_and_symbolic_links_do_not_lead_out(catalog_url, files, tmp_path
     files.mkdir()
     (files / "link").symlink_to(outside)
     (files / "inner").symlink_to(files / "real")
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     answers = run_pass(
         activities,
         1,
@@ -139,7 +139,7 @@ def test_dot_dot_and_symbolic_links_do_not_lead_out(catalog_url, files, tmp_path
 
 def test_a_configured_root_is_allowed(catalog_url, files, tmp_path: Path):
     shared = tmp_path / "shared"
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     answers = run_pass(
         activities,
         1,

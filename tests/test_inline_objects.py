@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from test_pass_activity import codes, run_pass
 
-from streamctl.activities.passes import CatalogActivities
+from streamctl.activities.passes import CatalogWork
 from streamctl.planner.plan import InlineScan, QueryPlan, Scan, walk
 from streamctl.workflows import messages as m
 
@@ -37,7 +37,7 @@ def names(answer: dict[str, Any]) -> list[str]:
 
 
 def test_an_inline_source_and_sink_become_catalog_objects_of_the_query(catalog_url, files):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     [created] = run_pass(activities, 1, [m.CreateQuery(inline_query("in/a.csv"))])
     assert created["ok"], created
     query = created["result"]
@@ -83,7 +83,7 @@ def test_an_inline_source_and_sink_become_catalog_objects_of_the_query(catalog_u
 
 
 def test_paths_outside_the_file_roots_are_refused_and_create_nothing(catalog_url, files):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     outside = files.parent / "elsewhere" / "a.csv"
     answers = run_pass(
         activities,
@@ -112,7 +112,7 @@ def test_paths_outside_the_file_roots_are_refused_and_create_nothing(catalog_url
 
 
 def test_statements_mix_inline_and_catalog_objects(catalog_url, files):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     script = (
         "CREATE SINK kept(id UINT64 NOT NULL, amount INT64 NOT NULL) TYPE File;\n"
         f"{inline_query('a.csv', 'kept')};\n"

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_pass_activity import run_pass
 
-from streamctl.activities.passes import CatalogActivities
+from streamctl.activities.passes import CatalogWork
 from streamctl.client.paging import complete_show_pages
 from streamctl.domain import listing
 from streamctl.limits import MAX_PAGE_ROWS
@@ -40,7 +40,7 @@ def _ok(answer: dict[str, Any]) -> Any:
     return answer["result"]
 
 
-def _all_sources(activities: CatalogActivities) -> set[str]:
+def _all_sources(activities: CatalogWork) -> set[str]:
     [answer] = run_pass(activities, next(_passes), [m.ListLogicalSources()])
     return {row["name"] for row in _ok(answer)}
 
@@ -65,7 +65,7 @@ def test_walking_the_pages_answers_each_stable_object_once_in_key_order(
     churn: list[list[tuple[str, str]]],
     churn_before_page: bool,
 ) -> None:
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     try:
         for answer in run_pass(
             activities, next(_passes), [m.CreateLogicalSource(n, SCHEMA) for n in initial]
@@ -104,7 +104,7 @@ def test_walking_the_pages_answers_each_stable_object_once_in_key_order(
 
 
 def test_pages_of_queries_and_sinks_by_id_and_name_and_show_pages(catalog_url: str) -> None:
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     setup: list[m.Request] = [
         m.CreateLogicalSource("src", SCHEMA),
         m.CreatePhysicalSource("src", "FILE", {"file_path": "src.csv"}),
@@ -197,7 +197,7 @@ def test_pages_of_queries_and_sinks_by_id_and_name_and_show_pages(catalog_url: s
 def test_bad_limits_and_cursors_are_refused_with_invalid_request(
     catalog_url: str, request_: m.Request
 ) -> None:
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     [answer] = run_pass(activities, 1, [request_])
     assert not answer["ok"] and answer["error_code"] == "INVALID_REQUEST", answer
     assert "limit" in answer["error_message"] or "after" in answer["error_message"]
@@ -223,7 +223,7 @@ def test_a_lone_show_that_does_not_fit_the_pass_is_asked_again_not_refused(
 ) -> None:
     """A SHOW changes nothing: when its page does not fit what is left of a pass's answers,
     it is ``UNAVAILABLE`` (ask again), as a listing is, not ``TOO_LARGE``."""
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     padding = " AND ".join(f"v != {n}" for n in range(110))
     schema = (*SCHEMA, m.ColumnSpec("v", "INT64", False))
     setup: list[m.Request] = [

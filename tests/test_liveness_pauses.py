@@ -33,7 +33,7 @@ from temporalio.worker import (
     Interceptor,
 )
 
-from streamctl.activities.passes import CatalogActivities
+from streamctl.activities.passes import CatalogWork
 from streamctl.client.client import CoordinatorClient
 from streamctl.worker.coordinator import build_worker, ensure_coordinator
 from streamctl.workflows import messages as m
@@ -43,7 +43,7 @@ from streamctl.workflows.passes import (
     CATALOG_UNAVAILABLE,
     PassInput,
     PendingMessage,
-    request_batches_payload,
+    request_batches_json,
 )
 
 
@@ -76,7 +76,7 @@ async def coordinator_with_outage(
     task_queue, workflow_id = f"coordinator-{suffix}", f"coordinator-{suffix}"
     outage = CatalogOutage()
     executor = ThreadPoolExecutor(max_workers=8)
-    worker = build_worker(temporal_client, catalog_url, executor, task_queue, None, [outage])
+    worker = build_worker(temporal_client, catalog_url, executor, task_queue, [outage])
     try:
         async with worker:
             handle = await ensure_coordinator(
@@ -197,7 +197,7 @@ def test_a_heartbeat_counts_from_its_newest_arrival_bounded_by_the_pass(sqlite_u
     """``arrived_last`` (the workflow's stamp on merged heartbeats) moves the heartbeat time
     forward, never past the pass's clock nor behind the event's own arrival, so a client that
     sets it gains nothing over sending a heartbeat."""
-    activities = CatalogActivities(sqlite_url)
+    activities = CatalogWork(sqlite_url)
 
     def last_heartbeat(pass_no: int, now: float, event: m.Event, received_at: float) -> float:
         activities.apply_pass(
@@ -210,11 +210,11 @@ def test_a_heartbeat_counts_from_its_newest_arrival_bounded_by_the_pass(sqlite_u
                 30.0,
                 60.0,
             ),
-            request_batches_payload([[]]),
+            request_batches_json([[]]),
         )
         result = activities.apply_pass(
             PassInput("w", pass_no + 1, now, [], [now], 30.0, 60.0),
-            request_batches_payload([[m.GetWorker("a1").to_envelope(f"get{pass_no}")]]),
+            request_batches_json([[m.GetWorker("a1").to_envelope(f"get{pass_no}")]]),
         )
         return float(json.loads(result.responses[0])[0]["result"]["last_heartbeat_at"])
 
@@ -232,7 +232,7 @@ def test_a_stalled_coordinator_does_not_count_its_stall_against_agents(sqlite_ur
     credits the stall: an agent whose heartbeats could not reach the coordinator meanwhile is
     not declared DEAD when it resumes; an agent that really stopped still is, once its silence
     outside the stall passes ``dead_after``. On f29f918 both were DEAD at once."""
-    activities = CatalogActivities(sqlite_url)
+    activities = CatalogWork(sqlite_url)
     passes = iter(range(1, 100))
 
     def run(now: float, *events: m.Event) -> dict[str, str]:
@@ -243,7 +243,7 @@ def test_a_stalled_coordinator_does_not_count_its_stall_against_agents(sqlite_ur
         ]
         result = activities.apply_pass(
             PassInput("w", pass_no, now, pending, [now], 10.0, 30.0),
-            request_batches_payload([[m.ListWorkers().to_envelope(f"list{pass_no}")]]),
+            request_batches_json([[m.ListWorkers().to_envelope(f"list{pass_no}")]]),
         )
         workers = json.loads(result.responses[0])[0]["result"]
         return {w["name"]: w["state"] for w in workers}

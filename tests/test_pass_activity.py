@@ -12,17 +12,17 @@ from typing import Any
 
 from catalog_tools import dump
 
-from streamctl.activities.passes import CatalogActivities
+from streamctl.activities.passes import CatalogWork
 from streamctl.client.outbox import new_id
 from streamctl.workflows import messages as m
-from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_payload
+from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_json
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
 WIDER = (m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("v", "FLOAT64"))
 
 
 def run_pass(
-    activities: CatalogActivities,
+    activities: CatalogWork,
     pass_no: int,
     requests: list[m.Request],
     events: tuple[m.Event, ...] = (),
@@ -31,7 +31,7 @@ def run_pass(
     pending = [PendingMessage(event.to_envelope(f"e-{new_id()}"), 1000.0) for event in events]
     result = activities.apply_pass(
         PassInput("w", pass_no, 1000.0, pending, [1000.0], 30.0, 60.0),
-        request_batches_payload([envelopes]),
+        request_batches_json([envelopes]),
     )
     answers: list[dict[str, Any]] = json.loads(result.responses[0])
     return answers
@@ -42,7 +42,7 @@ def codes(answers: list[dict[str, Any]]) -> list[str]:
 
 
 def test_changes_inside_one_pass_leave_the_same_catalog_on_both_backends(catalog_url):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     first = run_pass(
         activities,
         1,

@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from test_pass_activity import codes, run_pass
 
-from streamctl.activities.passes import CatalogActivities
+from streamctl.activities.passes import CatalogWork
 from streamctl.catalog.models import QuarantinedMessage, Worker
 from streamctl.catalog.rows import LogicalSourceRow
 from streamctl.catalog.store import create_catalog_engine
@@ -28,7 +28,7 @@ from streamctl.domain.context import PassContext
 from streamctl.limits import INT32_MAX, INT64_MAX
 from streamctl.workflows import messages as m
 from streamctl.workflows.messages import Envelope
-from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_payload
+from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_json
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
 
@@ -55,7 +55,7 @@ def workers(url: str) -> dict[str, int]:
 
 def test_an_oversized_capacity_is_refused_and_the_rest_of_the_pass_commits(catalog_url):
     """Measurement 1 of issue 16, and the same value through the typed event."""
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     answers = run_pass(
         activities,
         1,
@@ -90,12 +90,12 @@ def test_an_oversized_capacity_is_refused_and_the_rest_of_the_pass_commits(catal
     ],
 )
 def test_out_of_bounds_event_fields_are_dropped_without_harm(catalog_url, body):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     bad = PendingMessage(Envelope("e-bad", "RegisterWorker", body), 1000.0)
     good = PendingMessage(m.RegisterWorker("good", capacity=2).to_envelope("e-good"), 1000.0)
     result = activities.apply_pass(
         PassInput("w", 1, 1000.0, [bad, good], [1000.0], 30.0, 60.0),
-        request_batches_payload([[m.CreateLogicalSource("s", SCHEMA).to_envelope("r1")]]),
+        request_batches_json([[m.CreateLogicalSource("s", SCHEMA).to_envelope("r1")]]),
     )
     assert codes(json.loads(result.responses[0])) == ["ok"]
     assert workers(catalog_url) == {"good": 2}
@@ -115,7 +115,7 @@ def test_a_handler_fault_costs_its_request_only_and_is_quarantined(catalog_url, 
         return real(ctx, request)
 
     monkeypatch.setitem(passes.REQUEST_HANDLERS, m.CreateLogicalSource.kind, faulty)
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     answers = run_pass(
         activities,
         1,
@@ -134,7 +134,7 @@ def test_a_handler_fault_costs_its_request_only_and_is_quarantined(catalog_url, 
     monkeypatch.setitem(passes.REQUEST_HANDLERS, m.CreateLogicalSource.kind, real)
     again = activities.apply_pass(
         PassInput("w", 2, 1000.0, [], [1000.0], 30.0, 60.0),
-        request_batches_payload(
+        request_batches_json(
             [[Envelope(answers[1]["id"], "CreateLogicalSource", {"name": "poison", "schema": []})]]
         ),
     )
@@ -150,7 +150,7 @@ def test_an_event_handler_fault_drops_that_event_only(catalog_url, monkeypatch):
             raise KeyError("a bug after the change")
 
     monkeypatch.setitem(passes.EVENT_HANDLERS, m.RegisterWorker.kind, faulty)
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     answers = run_pass(
         activities,
         1,
@@ -163,14 +163,14 @@ def test_an_event_handler_fault_drops_that_event_only(catalog_url, monkeypatch):
 
 
 def test_request_ids_that_cannot_be_stored_are_refused(catalog_url):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     batch = [
         Envelope("x" * 300, "ListWorkers", {}),
         Envelope("nul\x00id", "ListWorkers", {}),
         Envelope("ok-id", "ListWorkers", {}),
     ]
     result = activities.apply_pass(
-        PassInput("w", 1, 1000.0, [], [1000.0], 30.0, 60.0), request_batches_payload([batch])
+        PassInput("w", 1, 1000.0, [], [1000.0], 30.0, 60.0), request_batches_json([batch])
     )
     answers = json.loads(result.responses[0])
     assert codes(answers) == ["INVALID_REQUEST", "INVALID_REQUEST", "ok"]
@@ -181,13 +181,13 @@ def test_a_pass_hands_back_at_most_its_result_budget(catalog_url, monkeypatch):
     """Answers stay under Temporal's payload limit by construction: reads that do not fit a
     pass's result are answered UNAVAILABLE (not stored, so the same id asks again)."""
     monkeypatch.setattr(pass_output, "MAX_PASS_RESULT_BYTES", 40_000)
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     wide = tuple(m.ColumnSpec(f"c{i:03d}", "UINT64", False) for i in range(20))
     run_pass(activities, 1, [m.CreateLogicalSource(f"s{i}", wide) for i in range(10)])
     ids = [f"list-{i}" for i in range(10)]
     result = activities.apply_pass(
         PassInput("w", 2, 1000.0, [], [1000.0], 30.0, 60.0),
-        request_batches_payload([[m.ListLogicalSources().to_envelope(i) for i in ids]]),
+        request_batches_json([[m.ListLogicalSources().to_envelope(i) for i in ids]]),
     )
     answers = json.loads(result.responses[0])
     assert sum(len(r) for r in result.responses) < 2 * 40_000
@@ -197,7 +197,7 @@ def test_a_pass_hands_back_at_most_its_result_budget(catalog_url, monkeypatch):
     # Asked again in a pass of its own, a read that did not fit is answered.
     again = activities.apply_pass(
         PassInput("w", 3, 1000.0, [], [1000.0], 30.0, 60.0),
-        request_batches_payload([[m.ListLogicalSources().to_envelope(ids[-1])]]),
+        request_batches_json([[m.ListLogicalSources().to_envelope(ids[-1])]]),
     )
     assert json.loads(again.responses[0])[0]["ok"]
 
@@ -206,7 +206,7 @@ def test_start_actions_beyond_a_pass_result_wait_for_the_next_pass(catalog_url, 
     """The start actions a pass hands back (each carries its plan) are bounded; queries past
     the bound stay CREATED and the pass asks for the next one at once, which starts them."""
     monkeypatch.setattr(context, "MAX_PASS_ACTION_BYTES", 1)  # one start per pass
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     run_pass(
         activities,
         1,
@@ -220,7 +220,7 @@ def test_start_actions_beyond_a_pass_result_wait_for_the_next_pass(catalog_url, 
     queries = [m.CreateQuery("SELECT id FROM s INTO out") for _ in range(3)]
     envelopes = [q.to_envelope(f"q{i}") for i, q in enumerate(queries)]
     result = activities.apply_pass(
-        PassInput("w", 2, 1000.0, [], [1000.0], 30.0, 60.0), request_batches_payload([envelopes])
+        PassInput("w", 2, 1000.0, [], [1000.0], 30.0, 60.0), request_batches_json([envelopes])
     )
     answers = json.loads(result.responses[0])
     assert [a["result"]["current_state"] for a in answers] == ["STARTING", "CREATED", "CREATED"]
@@ -229,6 +229,6 @@ def test_start_actions_beyond_a_pass_result_wait_for_the_next_pass(catalog_url, 
     assert result.next_liveness_deadline <= 1000.0 + 0.1
     check = PendingMessage(m.CheckLiveness().to_envelope("~liveness-3"), 1000.1)
     result = activities.apply_pass(
-        PassInput("w", 3, 1000.1, [check], [], 30.0, 60.0), request_batches_payload([])
+        PassInput("w", 3, 1000.1, [check], [], 30.0, 60.0), request_batches_json([])
     )
     assert len(result.actions) == 1  # the next one starts

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from test_pass_activity import codes, run_pass
 
-from streamctl.activities.passes import CatalogActivities
+from streamctl.activities.passes import CatalogWork
 from streamctl.client.outbox import new_id
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import AgentAction, StopAssignment
-from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_payload
+from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_json
 
 ORDERS = (
     m.ColumnSpec("id", "UINT64", False),
@@ -60,7 +60,7 @@ REFUSED = [
 
 @pytest.mark.parametrize(("statement", "code", "pointer"), REFUSED)
 def test_bad_queries_are_refused_at_create_time(catalog_url, statement, code, pointer):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     assert codes(run_pass(activities, 1, SETUP)) == ["ok"] * len(SETUP)
     [answer] = run_pass(activities, 2, [m.CreateQuery(statement)])
     assert (answer["ok"], answer["error_code"]) == (False, code), answer
@@ -70,7 +70,7 @@ def test_bad_queries_are_refused_at_create_time(catalog_url, statement, code, po
 
 
 def test_a_query_waits_for_an_agent_and_is_placed_when_one_registers(catalog_url):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     run_pass(activities, 1, SETUP)
     [created] = run_pass(
         activities, 2, [m.CreateQuery("SELECT id, amount FROM orders WHERE amount > 10 INTO big")]
@@ -108,7 +108,7 @@ def test_a_query_waits_for_an_agent_and_is_placed_when_one_registers(catalog_url
 
 
 def test_illegal_requests_on_a_query_are_refused_or_change_nothing(catalog_url):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     run_pass(activities, 1, SETUP)
     [created] = run_pass(activities, 2, [m.CreateQuery("SELECT id, amount FROM orders INTO big")])
     query_id = created["result"]["id"]
@@ -123,7 +123,7 @@ def test_illegal_requests_on_a_query_are_refused_or_change_nothing(catalog_url):
 
 
 def pass_result(
-    activities: CatalogActivities,
+    activities: CatalogWork,
     pass_no: int,
     requests: list[m.Request],
     events: tuple[m.Event, ...] = (),
@@ -132,13 +132,13 @@ def pass_result(
     pending = [PendingMessage(event.to_envelope(f"e-{new_id()}"), 1000.0) for event in events]
     result = activities.apply_pass(
         PassInput("w", pass_no, 1000.0, pending, [1000.0], 30.0, 60.0),
-        request_batches_payload([envelopes]),
+        request_batches_json([envelopes]),
     )
     return json.loads(result.responses[0]), result.actions
 
 
 def test_agents_registering_again_or_reporting_strays_get_reconciled(catalog_url):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     run_pass(activities, 1, SETUP, events=(m.RegisterWorker("a1"),))
     [created], actions = pass_result(
         activities, 2, [m.CreateQuery("SELECT id, amount FROM orders INTO big")]
@@ -168,13 +168,13 @@ def test_agents_registering_again_or_reporting_strays_get_reconciled(catalog_url
     assert (got["result"]["current_state"], got["result"]["worker"]) == ("RECOVERING", None)
     # a replayed pass hands out the same actions again
     replayed = activities.apply_pass(
-        PassInput("w", 2, 1000.0, [], [1000.0], 30.0, 60.0), request_batches_payload([[]])
+        PassInput("w", 2, 1000.0, [], [1000.0], 30.0, 60.0), request_batches_json([[]])
     )
     assert replayed.replayed and [a.start.run for a in replayed.actions if a.start] == [1]
 
 
 def test_an_agent_declared_dead_that_heartbeats_again_is_back_and_reconciled(catalog_url):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     run_pass(activities, 1, SETUP, events=(m.RegisterWorker("a1"),))
     [created], _ = pass_result(
         activities, 2, [m.CreateQuery("SELECT id, amount FROM orders INTO big")]
@@ -192,7 +192,7 @@ def test_an_agent_declared_dead_that_heartbeats_again_is_back_and_reconciled(cat
                 30.0,
                 60.0,
             ),
-            request_batches_payload([[]]),
+            request_batches_json([[]]),
         )
         return result.actions
 
@@ -222,7 +222,7 @@ def test_an_agent_declared_dead_that_heartbeats_again_is_back_and_reconciled(cat
 def test_a_query_failing_on_its_input_fails_at_once_other_crashes_restart(
     catalog_url, error, state
 ):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     run_pass(activities, 1, SETUP, events=(m.RegisterWorker("a1"),))
     [created] = run_pass(activities, 2, [m.CreateQuery("SELECT id, amount FROM orders INTO big")])
     query_id = created["result"]["id"]

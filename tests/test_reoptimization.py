@@ -11,7 +11,7 @@ import pytest
 from test_pass_activity import codes, run_pass
 from test_query_requests import SETUP
 
-from streamctl.activities.passes import CatalogActivities
+from streamctl.activities.passes import CatalogWork
 from streamctl.client.outbox import new_id
 from streamctl.planner.placement import AgentSlots
 from streamctl.planner.reoptimization import (
@@ -25,7 +25,7 @@ from streamctl.planner.reoptimization import (
 )
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import AgentAction
-from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_payload
+from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_json
 
 
 def slots(name: str, active: int, capacity: int = 4, state: str = "ALIVE") -> AgentSlots:
@@ -105,7 +105,7 @@ def test_decisions_restart_move_and_rebalance_within_capacity():
 
 
 def run_pass_with_actions(
-    activities: CatalogActivities,
+    activities: CatalogWork,
     pass_no: int,
     requests: list[m.Request],
     events: tuple[m.Event, ...] = (),
@@ -115,13 +115,13 @@ def run_pass_with_actions(
     pending = [PendingMessage(event.to_envelope(f"e-{new_id()}"), 1000.0) for event in events]
     result = activities.apply_pass(
         PassInput("w", pass_no, 1000.0, pending, [1000.0], 30.0, 60.0, max_restarts),
-        request_batches_payload([envelopes]),
+        request_batches_json([envelopes]),
     )
     return json.loads(result.responses[0]), result.actions
 
 
 def test_reoptimize_moves_a_lagging_query_only_after_its_agent_stopped_it(catalog_url):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     assert codes(run_pass(activities, 1, SETUP)) == ["ok"] * len(SETUP)
     run_pass(activities, 2, [], events=(m.RegisterWorker("a1", capacity=2),))
     [created] = run_pass(activities, 3, [m.CreateQuery("SELECT id, amount FROM orders INTO big")])
@@ -169,7 +169,7 @@ def test_reoptimize_moves_a_lagging_query_only_after_its_agent_stopped_it(catalo
 
 
 def test_reoptimize_restarts_a_retryable_failed_query_and_history_checks_its_limit(catalog_url):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     run_pass(activities, 1, SETUP)
     run_pass(activities, 2, [], events=(m.RegisterWorker("a1", capacity=2),))
     [created] = run_pass(activities, 3, [m.CreateQuery("SELECT id, amount FROM orders INTO big")])
@@ -199,7 +199,7 @@ def test_reoptimize_restarts_a_retryable_failed_query_and_history_checks_its_lim
 
 
 def test_a_move_goes_back_to_its_agent_or_waits_when_its_target_left(catalog_url):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     run_pass(activities, 1, SETUP)
     run_pass(activities, 2, [], events=(m.RegisterWorker("a1", capacity=2),))
     [created] = run_pass(activities, 3, [m.CreateQuery("SELECT id, amount FROM orders INTO big")])

@@ -11,21 +11,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from streamctl.activities.passes import CatalogActivities
+from streamctl.activities.passes import CatalogWork
 from streamctl.workflows import messages as m
-from streamctl.workflows.passes import PassInput, request_batches_payload
+from streamctl.workflows.passes import PassInput, request_batches_json
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
 
 
 def answers(
-    activities: CatalogActivities, pass_no: int, *batches: list[tuple[str, m.Request]]
+    activities: CatalogWork, pass_no: int, *batches: list[tuple[str, m.Request]]
 ) -> list[list[dict[str, Any]]]:
     """Apply one pass of request batches with the given ids; each batch's answers."""
     envelopes = [[request.to_envelope(request_id) for request_id, request in b] for b in batches]
     result = activities.apply_pass(
         PassInput("w", pass_no, 1000.0, [], [1000.0] * len(batches), 30.0, 60.0),
-        request_batches_payload(envelopes),
+        request_batches_json(envelopes),
     )
     return [json.loads(batch) for batch in result.responses]
 
@@ -36,7 +36,7 @@ def outcome(answer: dict[str, Any]) -> str:
 
 def test_a_reused_id_with_another_request_is_refused_across_passes(catalog_url):
     """Fails on f29f918 (the second request is answered ok with the first one's answer)."""
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     [[first]] = answers(activities, 1, [("id-1", m.CreateLogicalSource("first", SCHEMA))])
     assert outcome(first) == "ok"
 
@@ -61,7 +61,7 @@ def test_a_reused_id_with_another_request_is_refused_across_passes(catalog_url):
 
 def test_a_reused_id_with_another_request_is_refused_inside_one_pass(catalog_url):
     """Fails on f29f918 (the second sink's request gets the first sink's answer)."""
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     sink = {"file_path": "out/a"}
     first, second = m.CreateSink("a", SCHEMA, "FILE", sink), m.CreateSink("b", SCHEMA, "FILE", sink)
     batches = [[("dup", first)], [("dup", second), ("dup", first)]]
@@ -75,7 +75,7 @@ def test_a_reused_id_with_another_request_is_refused_inside_one_pass(catalog_url
     envelopes = [[request.to_envelope(request_id) for request_id, request in b] for b in batches]
     replayed = activities.apply_pass(
         PassInput("w", 1, 1000.0, [], [1000.0, 1000.0], 30.0, 60.0),
-        request_batches_payload(envelopes),
+        request_batches_json(envelopes),
     )
     assert replayed.replayed
     assert [json.loads(batch) for batch in replayed.responses] == [[one], [two, three]]

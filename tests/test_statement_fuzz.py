@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from temporalio.api.enums.v1 import EventType
 from test_pass_activity import run_pass
 
-from streamctl.activities.passes import CatalogActivities
+from streamctl.activities.passes import CatalogWork
 from streamctl.client.systest_files import read_systest
 from streamctl.error_codes import PLANNER_ERROR_CODES, ErrorCode
 from streamctl.workflows import messages as m
@@ -84,7 +84,7 @@ def check(answer: dict[str, object]) -> None:
 @given(texts=st.lists(statements(), min_size=1, max_size=8))
 def test_random_statements_get_a_clear_answer_from_the_pass(tmp_path_factory, texts):
     url = f"sqlite:///{tmp_path_factory.mktemp('fuzz') / 'catalog.db'}"
-    activities = CatalogActivities(url)
+    activities = CatalogWork(url)
     run_pass(activities, 1, [m.ExecuteStatement(SEED_STATEMENTS[0] + SEED_STATEMENTS[2])])
     answers = run_pass(activities, 2, [m.ExecuteStatement(text) for text in texts])
     assert len(answers) == len(texts)

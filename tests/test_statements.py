@@ -8,7 +8,7 @@ from typing import Any
 
 from test_pass_activity import run_pass
 
-from streamctl.activities.passes import CatalogActivities
+from streamctl.activities.passes import CatalogWork
 from streamctl.workflows import messages as m
 
 SCRIPT = """
@@ -22,13 +22,13 @@ SELECT id, amount FROM orders WHERE amount > 10 INTO big;
 """
 
 
-def execute(activities: CatalogActivities, pass_no: int, text: str) -> dict[str, Any]:
+def execute(activities: CatalogWork, pass_no: int, text: str) -> dict[str, Any]:
     [answer] = run_pass(activities, pass_no, [m.ExecuteStatement(text)])
     return answer
 
 
 def test_a_script_creates_everything_in_order_and_show_lists_it(catalog_url):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     answer = execute(activities, 1, SCRIPT)
     assert answer["ok"], answer
     statements = answer["result"]["statements"]
@@ -81,7 +81,7 @@ def test_a_script_creates_everything_in_order_and_show_lists_it(catalog_url):
 
 
 def test_errors_point_into_the_whole_text_and_stop_the_script(catalog_url):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     assert execute(activities, 1, SCRIPT)["ok"]
 
     syntax = execute(activities, 2, "SHOW SINKS;\nCREATE SINK x(id UINT64) TYPE;")
@@ -121,7 +121,7 @@ def test_errors_point_into_the_whole_text_and_stop_the_script(catalog_url):
 
 
 def test_a_declared_worker_is_dropped_with_its_pinned_sources_only_on_cascade(catalog_url):
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     created = execute(
         activities,
         1,
@@ -145,7 +145,7 @@ def test_a_declared_worker_is_dropped_with_its_pinned_sources_only_on_cascade(ca
 def test_every_scalar_attribute_of_a_listing_can_be_filtered(catalog_url):
     from streamctl.domain.statements import FILTER_ATTRIBUTES, SHOW_LISTINGS
 
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogWork(catalog_url)
     run_pass(activities, 1, [], events=(m.RegisterWorker("w1"),))
     assert execute(activities, 2, SCRIPT)["ok"]
     for pass_no, (subject, listing) in enumerate(SHOW_LISTINGS.items(), start=3):

@@ -19,17 +19,17 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
-from multiprocessing.managers import SyncManager
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.worker import Interceptor, SharedStateManager, Worker
+from temporalio.worker import Interceptor, Worker
 
 from streamctl.activities.coordinator_requests import request_reoptimize
-from streamctl.activities.passes import CatalogActivities
+from streamctl.activities.passes import CatalogActivities, CatalogWork
 from streamctl.catalog.store import catalog_engine
 from streamctl.catalog.urls import catalog_kind
 from streamctl.domain import decode
+from streamctl.worker.activity_pool import RenewingProcessPool
 from streamctl.worker.metrics import CoordinatorMetrics, MetricsAddress, SdkMetrics, workflow_status
 from streamctl.worker.search_attributes import search_attributes_ready
 from streamctl.workflows.config import (
@@ -54,16 +54,15 @@ def build_worker(
     catalog_url: str,
     executor: Executor,
     task_queue: str = COORDINATOR_TASK_QUEUE,
-    shared_state_manager: SharedStateManager | None = None,
     interceptors: Sequence[Interceptor] = (),
 ) -> Worker:
-    """The coordinator worker; ``executor`` runs the catalog activities.
+    """The coordinator worker; ``executor`` runs the catalog activities' work.
 
     A thread pool shares the interpreter lock with the workflow tasks; a process pool (what
     :func:`run_coordinator_worker` uses) lets a pass run while the next updates are accepted.
     """
     catalog_engine(catalog_url)  # migrate before taking work
-    activities = CatalogActivities(catalog_url)
+    activities = CatalogActivities(CatalogWork(catalog_url), executor)
     return Worker(
         client,
         task_queue=task_queue,
@@ -74,11 +73,9 @@ def build_worker(
             activities.quarantine_message,
             request_reoptimize,
         ],
-        activity_executor=executor,
         # One more than the pool: ``request_reoptimize`` waits for a pass, so it must never
         # hold the slot that pass needs.
         max_concurrent_activities=ACTIVITY_SLOTS + 1,
-        shared_state_manager=shared_state_manager,
         interceptors=interceptors,
     )
 
@@ -121,7 +118,7 @@ async def ensure_coordinator(
 
 
 def exit_with_parent(parent_pid: int) -> None:
-    """Make a helper process (activity pool, state manager) end when the worker process does.
+    """Make a helper process (of the activity pool) end when the worker process does.
 
     A worker killed with ``kill -9`` cannot stop its children; without this they would stay
     forever, each holding catalog connections.
@@ -172,17 +169,14 @@ async def run_coordinator_worker(
     metrics = CoordinatorMetrics()
     # Spawned, not forked: this process already runs gRPC and asyncio threads.
     context = multiprocessing.get_context("spawn")
-    manager = SyncManager(ctx=context)
-    manager.start(exit_with_parent, (os.getpid(),))
-    with (
-        manager,
-        ProcessPoolExecutor(
+    with RenewingProcessPool(
+        lambda: ProcessPoolExecutor(
             max_workers=ACTIVITY_SLOTS,
             mp_context=context,
             initializer=prepare_activity_process,
             initargs=(os.getpid(), catalog_url),
-        ) as executor,
-    ):
+        )
+    ) as executor:
         loop = asyncio.get_running_loop()
         await asyncio.gather(
             *(loop.run_in_executor(executor, _process_ready) for _ in range(ACTIVITY_SLOTS))
@@ -192,7 +186,6 @@ async def run_coordinator_worker(
             catalog_url,
             executor,
             task_queue,
-            SharedStateManager.create_from_multiprocessing(manager),
             [metrics.interceptor()],
         )
         status = workflow_status(client, workflow_id, loop)

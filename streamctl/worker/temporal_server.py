@@ -76,6 +76,12 @@ def dev_server_command(
         # after 970 ms).
         "--dynamic-config-value",
         f'history.timerProcessorMaxTimeShift="{TIMER_MAX_TIME_SHIFT}"',
+        # The history service reads new tasks (an activity to dispatch, a workflow task after
+        # an activity completed) from each shard's transfer queue at most this often per second
+        # (default 20): up to 50 ms, ~30 ms on average, before a scheduled task reaches
+        # matching, twice per pass (measured: an idle request 88 ms at 20, 36 ms at 1000).
+        "--dynamic-config-value",
+        "history.transferProcessorMaxPollRPS=1000",
         *dev_server_arguments(),
     ]
     if headless or ui_port is None:

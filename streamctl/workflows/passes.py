@@ -119,9 +119,9 @@ def join_request_batches(batches: list[Payload]) -> RawValue:
     return json_payload(b"[" + b",".join(batch.data for batch in batches) + b"]")
 
 
-def request_batches_payload(batches: list[list[Envelope]]) -> RawValue:
-    """The ``requests`` argument for batches built in Python (replays and tests)."""
+def request_batches_json(batches: list[list[Envelope]]) -> bytes:
+    """The ``requests`` argument's JSON for batches built in Python (replays and tests)."""
     plain: list[list[dict[str, Any]]] = [
         [{"id": e.id, "kind": e.kind, "body": e.body, "v": e.v} for e in batch] for batch in batches
     ]
-    return json_payload(json.dumps(plain).encode())
+    return json.dumps(plain).encode()
