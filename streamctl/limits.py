@@ -44,6 +44,14 @@ wait for the next pass, which follows at once."""
 MORE_TO_START_DELAY = 0.05
 """How soon (seconds) the next pass runs when a pass left queries waiting for that reason."""
 
+MAX_QUERY_WAITERS = 8
+"""``wait_query`` updates one coordinator holds open at once (each holds one of Temporal's
+in-flight updates of the workflow, 10 by default); more are refused ``Busy`` and the client
+asks ``GetQuery`` instead. A pass reports each watched query's row (without its statement,
+~1 KB), so this also bounds what the waits add to a pass result."""
+MAX_QUERY_WAIT_SECONDS = 30.0
+"""How long one ``wait_query`` update stays open at most; a client waiting longer asks again."""
+
 MAX_REQUESTS_PER_UPDATE = 2000
 """Requests in one ``submit`` update (one request batch); a larger batch is refused before it
 reaches history (``InvalidBatch``)."""

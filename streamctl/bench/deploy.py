@@ -4,8 +4,9 @@ Both measurements start the same query (a CSV directory source, a ``VOID`` sink)
 SparkSession (one start and stop first):
 
 * ``deploy``: a private stack (dev server, coordinator worker, one ``streamctl agent``
-  process); the clock runs from sending ``StartQuery`` until ``GetQuery`` answers ``RUNNING``
-  (polled every 20 ms), the query is stopped again before the next round.
+  process); the clock runs from sending ``StartQuery`` until the client library's
+  ``wait_for_query`` (what ``--wait-running`` uses) returns ``RUNNING``, the query is
+  stopped again before the next round.
 * ``raw``: in this process, a SparkSession on the same master builds the same DataFrame with the
   same planner and connectors and calls ``writeStream.start()``; the clock stops when
   ``start()`` returns.
@@ -34,7 +35,6 @@ COLUMNS = (
     m.ColumnSpec("ts", "UINT64", False),
 )
 STATEMENT = "SELECT id, amount FROM orders WHERE amount > 10 INTO discard"
-POLL_S = 0.02
 DEPLOY_OVERHEAD_TARGET_MS = 150.0
 """Issue 19: what a deploy through the coordinator may cost above ``writeStream.start()``."""
 
@@ -44,11 +44,9 @@ def _median_ms(seconds: list[float]) -> float:
 
 
 async def _wait_state(client: CoordinatorClient, query_id: int, state: str) -> None:
-    deadline = time.monotonic() + 120
-    while (await client.ask(m.GetQuery(query_id)))["current_state"] != state:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"query {query_id} did not reach {state} within 120 s")
-        await asyncio.sleep(POLL_S)
+    reached = await client.wait_for_query(query_id, frozenset({state, "FAILED"}), timeout=120)
+    if reached["current_state"] != state:
+        raise RuntimeError(f"query {query_id} {reached['current_state']}: {reached['error']}")
 
 
 async def _deploy(root: Path, source_dir: Path, rounds: int, master: str) -> list[float]:

@@ -45,6 +45,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import itertools
+import logging
 import math
 import threading
 import time
@@ -66,7 +67,7 @@ from streamctl.client.errors import (
 from streamctl.client.outbox import Outgoing, Slots, Waiter, new_id
 from streamctl.client.paging import PAGE_ROWS, first_page, next_page
 from streamctl.client.pump import ClientStats, Pump
-from streamctl.client.query_wait import SETTLED_STATES, wait_for_state
+from streamctl.client.query_wait import SETTLED_STATES, wait_pushed
 from streamctl.compact_json import dumps_bytes
 from streamctl.error_codes import ErrorCode
 from streamctl.limits import (
@@ -84,9 +85,16 @@ from streamctl.workflows.messages import (
     merge_events,
 )
 from streamctl.workflows.payload_crypto import key_id
+from streamctl.workflows.query_waits import QueryWait
 from streamctl.workflows.wire import connect
 
+log = logging.getLogger(__name__)
+
 T = TypeVar("T")
+
+WAIT_UPDATE_GRACE_S = 10.0
+"""How much longer than its own timeout a ``wait_query`` update may take to answer (the
+workflow task that times it out, the round trip) before the client gives up on it."""
 
 
 async def _cancel_other_tasks() -> None:
@@ -249,10 +257,34 @@ class CoordinatorClient(Pump):
     async def wait_for_query(
         self, query_id: int, states: frozenset[str] = SETTLED_STATES, timeout: float = 120.0
     ) -> dict[str, Any]:
-        """The query's ``GetQuery`` answer once its state is one of ``states`` (by default
-        RUNNING or ended: what ``--wait-running`` waits for); :class:`QueryWaitTimeout` after
-        ``timeout`` seconds (:mod:`.query_wait`)."""
-        return await wait_for_state(self, query_id, states, time.monotonic() + timeout)
+        """The query's fields (``GetQuery``'s but the statement, sources and plan) once its
+        state is one of ``states`` (by default RUNNING or ended: what ``--wait-running`` waits
+        for), pushed by the pass that records it; :class:`QueryWaitTimeout` after ``timeout``
+        seconds, :class:`NotFound` if there is no such query (:mod:`.query_wait`)."""
+        return await wait_pushed(self, query_id, states, time.monotonic() + timeout)
+
+    async def wait_query_update(
+        self, query_id: int, states: frozenset[str], timeout: float
+    ) -> QueryWait | None:
+        """One ``wait_query`` update (:mod:`streamctl.workflows.query_waits`); ``None`` when
+        the coordinator refused or could not answer it (the caller polls instead)."""
+
+        async def wait() -> QueryWait:
+            assert self._handle is not None
+            return await asyncio.wait_for(
+                self._handle.execute_update(
+                    "wait_query",
+                    args=[query_id, sorted(states), timeout],
+                    result_type=QueryWait,
+                ),
+                timeout + WAIT_UPDATE_GRACE_S,
+            )
+
+        try:
+            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(wait(), self._loop))
+        except Exception as error:  # Busy, continuing as new, unreachable: poll instead
+            log.debug("wait_query for query %s refused (%s); polling", query_id, error)
+            return None
 
     def wait_for_query_blocking(
         self, query_id: int, states: frozenset[str] = SETTLED_STATES, timeout: float = 120.0

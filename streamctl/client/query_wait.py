@@ -1,16 +1,23 @@
 """Waiting for a query to reach a state: what ``--wait-running`` and the benchmarks use.
 
 A query's state changes when its agent reports (the start action's outcome, a status push);
-the coordinator records it in the next pass. A waiter asks ``GetQuery`` until the query's
-``current_state`` is one it waits for: first after :data:`FIRST_POLL_S`, then at intervals
-growing by half up to :data:`MAX_POLL_S`, so a start that settles quickly is seen within a few
-milliseconds of its pass and a slow one costs at most ten requests a second. (Holding an
-update open until the state changes instead would take one of the few updates Temporal lets a
-workflow have in flight, for as long as a start takes.)
+the coordinator records it in the next pass. Two ways to wait:
+
+* :func:`wait_pushed` (``CoordinatorClient.wait_for_query``): the ``wait_query`` update
+  (:mod:`streamctl.workflows.query_waits`), which the workflow answers from the pass that
+  records the state, with no request of its own in between; it is asked again until the
+  deadline (one update stays open at most ``MAX_QUERY_WAIT_SECONDS``). The coordinator holds
+  only a few such waits open (each is one of the workflow's in-flight updates); when it
+  refuses one (``Busy``, draining for continue-as-new, a coordinator without the update) the
+  wait goes on by polling.
+* :func:`wait_for_state`, polling: ask ``GetQuery`` until the query's ``current_state`` is one
+  it waits for: first after :data:`FIRST_POLL_S`, then at intervals growing by half up to
+  :data:`MAX_POLL_S`, so a start that settles quickly is seen within a few milliseconds of its
+  pass and a slow one costs at most ten requests a second.
 
 Every wait is bounded by a deadline on :func:`time.monotonic`; it raises only
-:class:`QueryWaitTimeout` (with the last state seen) or the coordinator's refusal of a
-``GetQuery`` (a query dropped meanwhile: ``NOT_FOUND``), never on a state.
+:class:`QueryWaitTimeout` (with the last state seen) or the coordinator's ``NOT_FOUND`` (a
+query dropped meanwhile), never on a state.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from streamctl.client.errors import NotFound
+from streamctl.limits import MAX_QUERY_WAIT_SECONDS
 from streamctl.workflows import messages as m
 
 if TYPE_CHECKING:
@@ -64,3 +73,26 @@ async def wait_for_state(
             raise QueryWaitTimeout(f"query {query_id} {'/'.join(sorted(wanted))}", state)
         await asyncio.sleep(min(pause, deadline - now))
         pause = min(pause * 1.5, MAX_POLL_S)
+
+
+async def wait_pushed(
+    client: CoordinatorClient, query_id: int, wanted: frozenset[str], deadline: float
+) -> dict[str, Any]:
+    """The query's row (``GetQuery``'s fields but the statement, sources and plan) once its
+    ``current_state`` is in ``wanted``, as the coordinator's passes report it."""
+    last_state = ""
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise QueryWaitTimeout(f"query {query_id} {'/'.join(sorted(wanted))}", last_state)
+        wait = await client.wait_query_update(
+            query_id, wanted, min(remaining, MAX_QUERY_WAIT_SECONDS)
+        )
+        if wait is None:  # refused: poll instead
+            return await wait_for_state(client, query_id, wanted, deadline)
+        if not wait.found:
+            raise NotFound(f"query {query_id!r} does not exist")
+        if wait.row is not None:
+            last_state = str(wait.row["current_state"])
+            if last_state in wanted:
+                return dict(wait.row)

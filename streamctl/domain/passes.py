@@ -260,6 +260,7 @@ def _apply(
         changes=out.changes,
         agents_by_state=census.agents,
         queries_by_state=census.queries,
+        watched_queries=queries_stage.watched(view, pass_input.watched_queries),
         actions=ctx.actions,
         tally=tally(requests, answers, len(pass_input.events), refusals),
     )
@@ -291,6 +292,7 @@ def _replay(
         changes=0,
         agents_by_state=census.agents,
         queries_by_state=census.queries,
+        watched_queries=queries_stage.watched(view, pass_input.watched_queries),
         replayed=True,
         actions=[action_from_json(data) for data in stored_actions or []],
         # The attempt that committed counted the outcomes; a replay only answers again.

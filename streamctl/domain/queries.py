@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from streamctl.catalog.rows import QueryRow, SinkRow
+from streamctl.catalog.view import CatalogView
 from streamctl.domain import inline
 from streamctl.domain.context import PassContext, RequestFailed
 from streamctl.domain.listing import listing
@@ -255,6 +256,17 @@ def drop_queries(ctx: PassContext, queries: list[QueryRow], reason: str) -> list
 def get_query(ctx: PassContext, request: m.GetQuery) -> answers.QueryDetail:
     row = _query(ctx, request.id)
     return {**query_json(row), "sources": ctx.view.sources_of_query(row.id), "plan": row.plan}
+
+
+def watched(view: CatalogView, query_ids: list[int]) -> list[dict[str, Any]]:
+    """What a pass reports to ``wait_query`` waiters: each existing query's row without its
+    statement (the waiter has it; it may be large)."""
+    rows = (view.queries.get(query_id) for query_id in query_ids)
+    return [
+        {key: value for key, value in query_json(row).items() if key != "statement"}
+        for row in rows
+        if row is not None
+    ]
 
 
 def list_queries(ctx: PassContext, request: m.ListQueries) -> list[answers.Query] | answers.Page:

@@ -6,7 +6,10 @@ Protocol
   of request :class:`Envelope` objects; the update returns the list of :class:`Response`
   objects, one per request, in order. Events travel in the ``events`` signal (an
   :class:`EventBatch`). The ``status`` query reports snapshot version, pending count, passes
-  run and the last pass's duration.
+  run and the last pass's duration. The ``wait_query(query_id, states, timeout)`` update
+  returns once a pass reports the query in one of ``states`` (:mod:`.query_waits`): every pass
+  reports the rows of the queries waited on, so a waiter learns a state from the pass that
+  records it, with no request of its own.
 * The workflow buffers request batches and events in arrival order and runs a **pass** when
   ``batch_size`` messages are pending or ``timeout`` has passed since the oldest pending one
   (a wait shorter than :data:`MIN_TIMER_WAIT` is not worth a workflow timer: the pass runs at
@@ -88,6 +91,8 @@ with workflow.unsafe.imports_passed_through():
         MAX_CARRIED_EVENT_BYTES,
         MAX_EVENT_BATCH_BYTES,
         MAX_EVENTS_PER_SIGNAL,
+        MAX_QUERY_WAIT_SECONDS,
+        MAX_QUERY_WAITERS,
         MAX_REQUEST_BYTES,
         MAX_REQUESTS_PER_UPDATE,
     )
@@ -113,6 +118,7 @@ with workflow.unsafe.imports_passed_through():
         join_request_batches,
         json_payload,
     )
+    from streamctl.workflows.query_waits import QueryWait, QueryWaiter
     from streamctl.workflows.request_batches import RequestBatch, halves, only_envelope
     from streamctl.workflows.state import CoordinatorInput, CoordinatorState
     from streamctl.workflows.web_ui import (
@@ -158,6 +164,7 @@ class CoordinatorWorkflow:
         self.draining = False
         self.passes_this_run = 0
         self.actions_under_way: dict[asyncio.Task[None], AgentAction] = {}
+        self.query_waiters: list[QueryWaiter] = []
         self.web_ui = WebUiView(workflow.info().typed_search_attributes)
         self._reindex()
 
@@ -218,6 +225,45 @@ class CoordinatorWorkflow:
             raise ApplicationError(problem, type="InvalidBatch")
         if self.pending_requests + len(ids) > config.max_pending:
             raise ApplicationError("coordinator buffer is full; retry later", type="Busy")
+
+    @workflow.update
+    async def wait_query(self, query_id: int, states: list[str], timeout: float) -> QueryWait:
+        """Until a pass reports the query in one of ``states`` (:mod:`.query_waits`)."""
+        waiter = QueryWaiter(query_id, frozenset(states), since_pass=self.state.pass_no)
+        self.query_waiters.append(waiter)
+        try:
+            await workflow.wait_condition(
+                lambda: waiter.settled or self.draining,
+                timeout=min(timeout, MAX_QUERY_WAIT_SECONDS),
+            )
+        except TimeoutError:
+            pass
+        finally:
+            self.query_waiters.remove(waiter)
+        return waiter.answer
+
+    @wait_query.validator
+    def validate_wait_query(self, query_id: int, states: list[str], timeout: float) -> None:
+        if self.draining:
+            raise ApplicationError(
+                "coordinator is continuing as new; retry", type="ContinuingAsNew"
+            )
+        if (
+            type(query_id) is not int
+            or not isinstance(states, list)
+            or not all(isinstance(state, str) for state in states)
+            or type(timeout) not in (int, float)
+            or not timeout > 0
+        ):
+            _count_refused("wait_query", "invalid")
+            raise ApplicationError(
+                "wait_query takes a query id, a list of state names and a positive timeout",
+                type="InvalidBatch",
+            )
+        if len(self.query_waiters) >= MAX_QUERY_WAITERS:
+            raise ApplicationError(
+                f"{MAX_QUERY_WAITERS} waits are open; ask GetQuery instead", type="Busy"
+            )
 
     @workflow.signal
     def events(self, *args: Any) -> None:
@@ -298,7 +344,7 @@ class CoordinatorWorkflow:
             await self._gather()
             if self._continue_as_new_due():
                 self.draining = True
-            if self.state.pending or self.request_batches:
+            if self.state.pending or self.request_batches or self._wait_due():
                 await self._run_pass()
             if self.draining and not self.request_batches:
                 if self._carried_bytes() > MAX_CARRIED_EVENT_BYTES and workflow.patched(
@@ -343,7 +389,7 @@ class CoordinatorWorkflow:
                     timeout=self._until_liveness_deadline(),
                 )
         self._check_liveness_deadline()
-        if not self._has_pending() or self.draining:
+        if not self._has_pending() or self.draining or self._wait_due():
             return
         waited = workflow.now().timestamp() - self._oldest_arrival()
         remaining = config.timeout - waited
@@ -384,6 +430,8 @@ class CoordinatorWorkflow:
         requests = sum(len(batch.ids) for batch in request_batches)
         isolating = workflow.patched(PASS_ISOLATION_PATCH)
         self.state.pass_no += 1
+        pass_no = self.state.pass_no
+        watched = sorted({waiter.query_id for waiter in self.query_waiters})
         outage_rounds = 0
         while True:
             started = workflow.now()
@@ -402,6 +450,7 @@ class CoordinatorWorkflow:
                             max_restarts=config.max_restarts,
                             restart_delay=config.restart_delay,
                             restart_max_delay=config.restart_max_delay,
+                            watched_queries=watched,
                         ),
                         join_request_batches([batch.payload for batch in request_batches]),
                     ],
@@ -436,6 +485,10 @@ class CoordinatorWorkflow:
         self.state.next_liveness_deadline = result.next_liveness_deadline
         for batch, answer in zip(request_batches, result.responses, strict=True):
             self._answer(batch, answer)
+        if self.query_waiters:
+            rows = {row["id"]: row for row in result.watched_queries}
+            for waiter in self.query_waiters:
+                waiter.report(pass_no, rows)
         for action in result.actions:
             self._start_action(action)
         self._show_pass(result, requests, len(events))
@@ -596,7 +649,11 @@ class CoordinatorWorkflow:
                 self.compaction_index[key] = index
 
     def _has_pending(self) -> bool:
-        return bool(self.state.pending or self.request_batches)
+        return bool(self.state.pending or self.request_batches) or self._wait_due()
+
+    def _wait_due(self) -> bool:
+        """A ``wait_query`` that no pass has started for since it began: one runs at once."""
+        return any(waiter.since_pass == self.state.pass_no for waiter in self.query_waiters)
 
     def _batch_full(self) -> bool:
         batch_size = self.state.config.batch_size

@@ -54,6 +54,8 @@ class PassInput:
     max_restarts: int = 5
     restart_delay: float = 1.0
     restart_max_delay: float = 60.0
+    watched_queries: list[int] = field(default_factory=list)
+    """Queries a ``wait_query`` update waits on: the result reports each one's row."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,9 @@ class PassResult:
     queries_by_state: dict[str, int] = field(default_factory=dict)
     """The snapshot's agents by liveness state and queries by current state (a state with none
     is absent), for the coordinator's search attributes and details in the Web UI."""
+    watched_queries: list[dict[str, Any]] = field(default_factory=list)
+    """The row (``GetQuery``'s fields but the statement, sources and plan) of each of the
+    input's ``watched_queries`` that exists, as this pass left it."""
 
 
 CATALOG_UNAVAILABLE = "CatalogUnavailable"
