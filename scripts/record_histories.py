@@ -52,6 +52,9 @@ Scenarios (``--only`` picks some):
 ``continue-as-new``
     a coordinator with ``passes_per_run=4`` driven through several runs, with a start
     action under way across a run boundary and events pending at it.
+``query-waits``
+    ``wait_query`` updates: a start waited for until RUNNING, a wait for a query that does not
+    exist, one that ends at its timeout.
 ``reoptimization``
     a ``Reoptimization`` workflow run (what the schedule starts) asking a coordinator with a
     failed query to reoptimize: both workflows' histories.
@@ -93,6 +96,8 @@ from temporalio.worker import Worker  # noqa: E402
 import streamctl  # noqa: E402
 from streamctl import config  # noqa: E402
 from streamctl.client.client import CoordinatorClient  # noqa: E402
+from streamctl.client.errors import CoordinatorError  # noqa: E402
+from streamctl.client.query_wait import QueryWaitTimeout  # noqa: E402
 from streamctl.worker.coordinator import build_worker, ensure_coordinator  # noqa: E402
 from streamctl.worker.temporal_server import (  # noqa: E402
     free_port,
@@ -604,6 +609,25 @@ async def scenario_agent_actions(s: Scenario) -> None:
         await s.until_state(flaky, "STOPPED")
 
 
+async def scenario_query_waits(s: Scenario) -> None:
+    async with stand_in_agent(s.temporal, "a_waits") as agent:
+        await register(s, agent.name)
+        await orders_and_sink(s)
+        query = (await s.result(m.CreateQuery("SELECT id, amount FROM orders INTO big")))["id"]
+        row = await s.client.wait_for_query(query, timeout=60)  # pushed RUNNING
+        log(f"  wait_query: {row['current_state']}")
+        try:
+            await s.client.wait_for_query(query + 100, timeout=30)
+        except CoordinatorError as missing:
+            log(f"  wait_query for a missing query: {missing}")
+        await s.ask(m.StopQuery(query))
+        try:  # a wait that ends at its timeout (a workflow timer)
+            await s.client.wait_for_query(query, frozenset({"RUNNING"}), timeout=1.0)
+        except QueryWaitTimeout as late:
+            log(f"  wait_query timed out in {late.last_state}")
+        await s.client.wait_for_query(query, frozenset({"STOPPED"}), timeout=60)
+
+
 async def scenario_continue_as_new(s: Scenario) -> None:
     async with stand_in_agent(s.temporal, "a_chain") as agent:
         agent.hold_first_start.clear()
@@ -676,6 +700,7 @@ SCENARIOS: dict[str, tuple[Callable[[Scenario], Awaitable[None]], CoordinatorCon
         scenario_agent_actions,
         CoordinatorConfig(max_restarts=1, restart_delay=0.2, **STEADY),  # type: ignore[arg-type]
     ),
+    "query-waits": (scenario_query_waits, CoordinatorConfig(**STEADY)),  # type: ignore[arg-type]
     "continue-as-new": (
         scenario_continue_as_new,
         CoordinatorConfig(
