@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from streamctl.catalog.urls import libpq_url
-from streamctl.nes_text import Checksum, format_float, line_byte_sum, plain_value
+from streamctl.nes_text import Checksum, line_byte_sum, plain_value
 from streamctl.nes_types import FLOAT_TYPES, STRING_TYPES
 from streamctl.sink_files import (
     LATEST,
@@ -66,6 +66,7 @@ from streamctl.sink_files import (
     file_sink_directory,
     read_file_sink_rows,
 )
+from streamctl.spark.float_text import with_float_texts
 from streamctl.spark.specs import ConnectorError, SinkSpec
 from streamctl.spark.types import quote_identifier, spark_schema, spark_type
 
@@ -83,6 +84,7 @@ __all__ = [
     "batch_writer",
     "nes_csv_line",
     "nes_json_line",
+    "nes_text_lines",
     "postgres_connect_args",
     "read_file_sink",
     "start_batch_writer",
@@ -212,36 +214,44 @@ def _conform(df: DataFrame, spec: SinkSpec) -> DataFrame:
 # --- NebulaStream's CSV text in Spark --------------------------------------------------------
 
 
-def _format_float_or_null(value: float | None) -> str | None:
-    return None if value is None else format_float(value)
+_FLOAT_TEXT = "nes#float_text#"
+"""Prefix of the staged float text columns (:func:`streamctl.spark.float_text.with_float_texts`)."""
 
 
-def nes_csv_line(spec: SinkSpec, *, delimiter: str = ",", quote_strings: bool = False) -> Column:
+def nes_csv_line(
+    spec: SinkSpec,
+    float_texts: Mapping[str, str],
+    *,
+    delimiter: str = ",",
+    quote_strings: bool = False,
+) -> Column:
     """A string column: each row as NES's CSV formatter writes it (no newline).
 
-    Integers, booleans and strings are formatted by Spark; floating point numbers by a Python
-    UDF, because NES rounds like C's ``printf`` and Java's formatter rounds differently.
+    Integers, booleans and strings are formatted by Spark; floating point numbers are the
+    columns ``float_texts[name]`` already hold (:func:`nes_text_lines` adds them), because NES
+    rounds like C's ``printf`` and Java's formatters round differently.
     """
     from pyspark.sql import functions as F
 
     fields = [
-        F.coalesce(text, F.lit("NULL")) for text in _csv_fields(spec, quote_strings=quote_strings)
+        F.coalesce(text, F.lit("NULL"))
+        for text in _csv_fields(spec, float_texts, quote_strings=quote_strings)
     ]
     return F.concat_ws(delimiter, *fields)
 
 
-def _csv_fields(spec: SinkSpec, *, quote_strings: bool) -> list[Column]:
+def _csv_fields(
+    spec: SinkSpec, float_texts: Mapping[str, str], *, quote_strings: bool
+) -> list[Column]:
     """Each column's CSV text, NULL where the value is NULL."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType
 
-    float_text = F.udf(_format_float_or_null, StringType(), useArrow=False)
     fields = []
     for column in spec.schema:
         value = F.col(quote_identifier(column["name"]))
         nes_type = column["type"]
         if nes_type in FLOAT_TYPES:
-            text = float_text(value)
+            text = F.col(quote_identifier(float_texts[column["name"]]))
         elif nes_type == "BOOLEAN":
             text = F.when(value, F.lit("true")).when(~value, F.lit("false"))
         elif nes_type in STRING_TYPES and quote_strings:
@@ -260,7 +270,7 @@ def _json_string(text: Column) -> Column:
     return F.regexp_extract(F.to_json(F.array(text)), r"(?s)^\[(.*)\]$", 1)
 
 
-def nes_json_line(spec: SinkSpec) -> Column:
+def nes_json_line(spec: SinkSpec, float_texts: Mapping[str, str]) -> Column:
     """A string column: each row as one JSON object, keys the sink's column names in order.
 
     nes-docs/null_handling.md, "Output Formatting": "NULL values are rendered as the string
@@ -273,7 +283,7 @@ def nes_json_line(spec: SinkSpec) -> Column:
     """
     from pyspark.sql import functions as F
 
-    csv_text = _csv_fields(spec, quote_strings=False)
+    csv_text = _csv_fields(spec, float_texts, quote_strings=False)
     members = []
     for column, text in zip(spec.schema, csv_text, strict=True):
         nes_type = column["type"]
@@ -289,13 +299,18 @@ def nes_json_line(spec: SinkSpec) -> Column:
     return F.concat(F.lit("{"), *members[:-1], F.lit("}"))
 
 
-def _line_frame(df: DataFrame, spec: SinkSpec) -> DataFrame:
-    """One string column ``value`` with each row in the sink's text format."""
+def nes_text_lines(df: DataFrame, spec: SinkSpec) -> DataFrame:
+    """One string column ``value`` with each row in the sink's text format (its columns are
+    the sink's, :func:`_conformed`)."""
+    floats = [column["name"] for column in spec.schema if column["type"] in FLOAT_TYPES]
+    df, texts = with_float_texts(df, floats, _FLOAT_TEXT)
+    float_texts = dict(zip(floats, texts, strict=True))
     if spec.config.get("format", "CSV") == "JSON":
-        line = nes_json_line(spec)
+        line = nes_json_line(spec, float_texts)
     else:
         line = nes_csv_line(
             spec,
+            float_texts,
             delimiter=spec.config.get("field_delimiter", ","),
             quote_strings=bool(spec.config.get("quote_strings", False)),
         )
@@ -310,7 +325,7 @@ def _start_file_sink(
 ) -> StreamingQuery:
     directory = str(file_sink_directory(spec, query_name))
     if spec.config["format"] in ("CSV", "JSON"):
-        writer = _line_frame(frame, spec).writeStream.format("text")
+        writer = nes_text_lines(frame, spec).writeStream.format("text")
     else:
         writer = frame.writeStream.format(spec.config["format"].lower())
     writer = writer.option("path", directory)
@@ -343,7 +358,7 @@ class SnapshotWriter:
         snapshots = self.directory / SNAPSHOTS
         target = snapshots / f"batch-{batch_id:020d}"
         if self.spec.config["format"] in ("CSV", "JSON"):
-            _line_frame(batch, self.spec).write.mode("overwrite").text(str(target))
+            nes_text_lines(batch, self.spec).write.mode("overwrite").text(str(target))
         else:
             writer = batch.write.mode("overwrite").format(self.spec.config["format"].lower())
             writer.save(str(target))
@@ -391,7 +406,7 @@ class ChecksumWriter:
         from pyspark.sql.types import LongType
 
         byte_sum = F.udf(line_byte_sum, LongType(), useArrow=False)
-        lines = _line_frame(batch, self.spec)
+        lines = nes_text_lines(batch, self.spec)
         totals = lines.agg(F.count(F.lit(1)), F.sum(byte_sum(F.col("value")))).first()
         assert totals is not None
         result = Checksum(int(totals[0]), int(totals[1] or 0) % 2**64)
@@ -416,7 +431,7 @@ class PrintWriter:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         out = self.out or sys.stdout
         count = 0
-        for row in _line_frame(batch, self.spec).toLocalIterator():
+        for row in nes_text_lines(batch, self.spec).toLocalIterator():
             out.write(f"[{self.query_name}] {row[0]}\n")
             count += 1
         out.flush()

@@ -30,7 +30,7 @@ from connector_helpers import columns, file_sink, run_bounded, source
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from streamctl.spark.sinks import nes_csv_line, nes_json_line, read_file_sink
+from streamctl.spark.sinks import nes_text_lines, read_file_sink
 from streamctl.spark.sources import parse_lines
 from streamctl.spark.types import spark_schema
 
@@ -125,11 +125,11 @@ def test_json_written_per_the_docs_reads_back_as_the_rows(
     assert same(parse(spark, lines, spec), rows)
 
 
-def sink_lines(spark: Any, rows: list[tuple[Any, ...]], line: Any) -> list[str]:
+def sink_lines(spark: Any, rows: list[tuple[Any, ...]], spec: Any) -> list[str]:
     """The sink's text of ``rows``, in order (UINT64 is a DECIMAL(20,0) in Spark)."""
     typed = [(r[0], None if r[1] is None else Decimal(r[1]), *r[2:]) for r in rows]
     frame = spark.createDataFrame(typed, spark_schema(COLUMNS)).coalesce(1)
-    return [row[0] for row in frame.select(line.alias("value")).collect()]
+    return [row[0] for row in nes_text_lines(frame, spec).collect()]
 
 
 def nes_float(value: float) -> float:
@@ -163,8 +163,8 @@ PARSERS: list[Callable[[str], Any]] = [
 def test_csv_sink_output_parses_with_the_csv_module(
     spark: Any, rows: list[tuple[Any, ...]], delimiter: str
 ) -> None:
-    spec = file_sink(Path("/nonexistent"), *SCHEMA, quote_strings=True)
-    lines = sink_lines(spark, rows, nes_csv_line(spec, delimiter=delimiter, quote_strings=True))
+    spec = file_sink(Path("/nonexistent"), *SCHEMA, quote_strings=True, field_delimiter=delimiter)
+    lines = sink_lines(spark, rows, spec)
     reader = csv.reader(io.StringIO("\n".join(lines)), delimiter=delimiter, strict=True)
     parsed = []
     for fields in reader:
@@ -183,7 +183,7 @@ def test_json_sink_output_parses_with_the_json_module(
     spark: Any, rows: list[tuple[Any, ...]]
 ) -> None:
     spec = file_sink(Path("/nonexistent"), *SCHEMA, format="JSON")
-    for line, row in zip(sink_lines(spark, rows, nes_json_line(spec)), rows, strict=True):
+    for line, row in zip(sink_lines(spark, rows, spec), rows, strict=True):
         obj = json.loads(line)
         assert list(obj) == [column["name"] for column in COLUMNS]
         for column, value in zip(COLUMNS, row, strict=True):

@@ -1,0 +1,174 @@
+"""NebulaStream's float text (:func:`streamctl.nes_text.format_float`) computed by Spark itself,
+so that sinks format floats without a Python UDF.
+
+The rule is C's ``printf("%.6f")``: the exact binary value of the double rounded to six
+decimals, ties to even, every integer digit written out (``1e23`` is
+``99999999999999991611392``), then trailing zeros dropped down to one (``153.0``); ``nan``,
+``inf`` and ``-inf`` as such, a negative value that rounds to zero (and ``-0.0``) as ``-0.0``.
+Java's formatters round the shortest decimal form instead of the binary value, so the digits
+are computed from the double with exact arithmetic only:
+
+* the value ``a = |v|`` splits exactly into ``ip + fp`` (``fp = a % 1``: Java's remainder is
+  exact);
+* ``fp * 10**6`` is computed exactly as the sum ``p + e`` of two doubles (Dekker's product with
+  Veltkamp's split; ``10**6`` needs no split, it has 14 significant bits): IEEE double
+  arithmetic, which the JVM guarantees. It rounds to nearest, ties to even, exactly:
+  ``rint(p)``, unless ``p`` is a half-integer, where the sign of ``e`` decides and only
+  ``e == 0`` is a tie;
+* ``ip`` below ``2**63`` is a ``long``; above, its digits come from ``m * 2**k`` (the 53-bit
+  significand times a power of two) multiplied out in base ``10**9`` limbs with Spark's
+  higher-order functions (only rows that large evaluate that branch).
+
+A FLOAT32 value is widened to double first (exact), as the Python formatter does.
+
+**Staged.** Each intermediate is a column of its own projection (:func:`with_float_texts`), not
+a subexpression: an expression tree names ``fp`` in several places, and Spark would copy a
+reused subexpression into every place (and every ``CASE`` branch), ~1,700 nodes per column, past
+the 64 KB limit of a generated method with two float columns. Spark's optimizer keeps
+projections apart when a later one uses a computed column more than once (``CollapseProject``
+does not duplicate non-trivial expressions), so every step is computed once per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    Helper = Callable[[int, str], Column]
+    """``h(index, step)``: the helper column of a step for the float column at ``index``."""
+
+__all__ = ["with_float_texts"]
+
+_SPLITTER: Final = 134217729.0  # 2**27 + 1: Veltkamp's split of a double into 26-bit halves
+_MICRO: Final = 1e6  # exact in a double, 14 significant bits: its Veltkamp split is (1e6, 0)
+
+
+def with_float_texts(df: DataFrame, columns: list[str], prefix: str) -> tuple[DataFrame, list[str]]:
+    """``df`` with one more string column per name in ``columns`` (FLOAT32 or FLOAT64 values):
+    its NES text, NULL where the value is NULL. Returns the frame and the text columns' names
+    (``prefix`` + an index; the helper columns of the stages are dropped again)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.functions import pandas_udf  # type: ignore[attr-defined]
+
+    from streamctl.spark.huge_floats import huge_integer_digits
+
+    if not columns:
+        return df, []
+    kept = list(df.columns)
+    names = [f"{prefix}{index}" for index in range(len(columns))]
+
+    def col(name: str) -> Column:
+        return F.col("`" + name.replace("`", "``") + "`")
+
+    def stage(frame: DataFrame, make: dict[str, Callable[[int], Column]]) -> DataFrame:
+        """Add the columns ``{suffix: f(index) -> Column}`` for every float column."""
+        added = [
+            make_column(index).alias(f"{name}#{suffix}")
+            for index, name in enumerate(names)
+            for suffix, make_column in make.items()
+        ]
+        return frame.select("*", *added)
+
+    def h(index: int, suffix: str) -> Column:
+        return col(f"{names[index]}#{suffix}")
+
+    doubles = zip(columns, names, strict=True)
+    frame = df.select("*", *(col(c).cast("double").alias(f"{n}#v") for c, n in doubles))
+    # NULL, NaN and the infinities get their text at the end; the steps work on 0.0 instead
+    # (every step runs on every row, and ANSI casts of NaN to a long fail the query).
+    frame = stage(
+        frame,
+        {
+            "a": lambda i: F.when(
+                F.isnan(h(i, "v")) | (F.abs(h(i, "v")) == F.lit(float("inf"))), F.lit(0.0)
+            ).otherwise(F.coalesce(F.abs(h(i, "v")), F.lit(0.0)))
+        },
+    )
+    frame = stage(frame, {"fp": lambda i: h(i, "a") % F.lit(1.0)})
+    frame = stage(
+        frame,
+        {
+            "p": lambda i: h(i, "fp") * F.lit(_MICRO),
+            "c": lambda i: h(i, "fp") * F.lit(_SPLITTER),
+        },
+    )
+    frame = stage(frame, {"xh": lambda i: h(i, "c") - (h(i, "c") - h(i, "fp"))})
+    frame = stage(
+        frame,
+        {
+            # Dekker: p + e == fp * 1e6 exactly (y = 1e6 splits into yh = 1e6, yl = 0)
+            "e": lambda i: (
+                (h(i, "xh") * F.lit(_MICRO) - h(i, "p")) + (h(i, "fp") - h(i, "xh")) * F.lit(_MICRO)
+            ),
+            "down": lambda i: F.floor(h(i, "p")),
+        },
+    )
+    frame = stage(frame, {"micro": _round_half_even(h)})
+    big_digits = pandas_udf(huge_integer_digits, "string")  # type: ignore[call-overload]
+    frame = stage(
+        frame,
+        {"big": lambda i: big_digits(F.when(h(i, "a") >= F.lit(2.0**63), h(i, "a")))},
+    )
+    frame = stage(
+        frame,
+        {
+            "int": lambda i: F.when(h(i, "a") < F.lit(2.0**63), _small_integer(h, i)).otherwise(
+                h(i, "big")
+            ),
+            # the six decimals without their trailing zeros ("" for none)
+            "frac": lambda i: F.expr(
+                f"trim(TRAILING '0' FROM lpad(cast(`{names[i]}#micro` % 1000000 AS STRING), "
+                "6, '0'))"
+            ),
+        },
+    )
+    texts = []
+    for index, name in enumerate(names):
+        v = h(index, "v")
+        # -0.0 is "-0.0": only its text tells it from 0.0 (Spark's atan2 and division hide it)
+        negative = (v < F.lit(0.0)) | ((v == F.lit(0.0)) & v.cast("string").startswith("-"))
+        frac = h(index, "frac")
+        text = F.concat(
+            F.when(negative, F.lit("-")).otherwise(F.lit("")),
+            h(index, "int"),
+            F.lit("."),
+            F.when(frac == F.lit(""), F.lit("0")).otherwise(frac),
+        )
+        texts.append(
+            F.when(v.isNull(), F.lit(None).cast("string"))
+            .when(F.isnan(v), F.lit("nan"))
+            .when(v == F.lit(float("inf")), F.lit("inf"))
+            .when(v == F.lit(float("-inf")), F.lit("-inf"))
+            .otherwise(text)
+            .alias(name)
+        )
+    return frame.select(*(col(c) for c in kept), *texts), names
+
+
+def _small_integer(h: Helper, i: int) -> Column:
+    """The integer part's digits below ``2**63``, carrying a fraction rounded up to 1."""
+    from pyspark.sql import functions as F
+
+    ip = (h(i, "a") - h(i, "fp")).cast("long")
+    return (ip + (h(i, "micro") == F.lit(1_000_000)).cast("long")).cast("string")
+
+
+def _round_half_even(h: Helper) -> Callable[[int], Column]:
+    """``micro``: the exact ``p + e`` rounded to the nearest integer, ties to even, as a long.
+
+    ``p`` is the double nearest to ``p + e``: a rounding boundary ``n + 0.5`` can lie strictly
+    between them only where ``p`` is that boundary itself, and there ``e`` decides.
+    """
+    from pyspark.sql import functions as F
+
+    def make(i: int) -> Column:
+        p, e, down = h(i, "p"), h(i, "e"), h(i, "down")
+        nearest = F.rint(p).cast("long")
+        half = (p - down.cast("double")) == F.lit(0.5)
+        beyond = F.when(e > F.lit(0.0), down + F.lit(1)).when(e < F.lit(0.0), down)
+        return F.when(half, beyond.otherwise(nearest)).otherwise(nearest)
+
+    return make
