@@ -194,7 +194,9 @@ def _unquoted(field: Column) -> Column:
     from pyspark.sql import functions as F
 
     inner = F.regexp_replace(F.regexp_extract(field, r'(?s)^"(.*)"$', 1), '""', '"')
-    return F.when(field.rlike(r'(?s)^".*"$'), inner).otherwise(field)
+    # a field without a quote cannot match: the plain search spares most fields the regex
+    quoted = field.startswith('"') & field.rlike(r'(?s)^".*"$')
+    return F.when(quoted, inner).otherwise(field)
 
 
 def _typed_fields(raw: DataFrame, spec: SourceSpec, *, csv: bool, quoted: bool) -> DataFrame:
