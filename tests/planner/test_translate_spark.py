@@ -20,7 +20,7 @@ from streamctl.planner.catalog_lookup import MemoryCatalog
 from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
 from streamctl.planner.types import _common_numeric
-from streamctl.spark.translate import SPARK_CONF, TranslatedQuery, build
+from streamctl.spark.translate import EXECUTION_CONF, SPARK_CONF, TranslatedQuery, build
 from streamctl.spark.types import spark_schema
 
 pytestmark = pytest.mark.spark
@@ -211,7 +211,8 @@ def test_build_restores_the_session_conf(spark: Any, tmp_path: Path) -> None:
         assert spark.conf.get("spark.sql.ansi.enabled") == "true"
     finally:
         spark.conf.unset("spark.sql.ansi.enabled")
-    assert SPARK_CONF == {"spark.sql.ansi.enabled": "false"}
+    # what build analyses with: C++ integer semantics, and the settings the plans run with
+    assert SPARK_CONF == {"spark.sql.ansi.enabled": "false", **EXECUTION_CONF}
 
 
 def test_inline_sources_need_a_reader(spark: Any, tmp_path: Path) -> None:
