@@ -32,6 +32,6 @@ async def test_a_large_aggregate_is_exact_also_after_kill_9_of_the_agent() -> No
         assert run["equal"], (seed, name, run)
         assert run["count_total"] == run["input_rows"] == 400_000
         assert run["sum_total"] == run["reference_sum_total"]
-    # the killed query was started again, so it went through STARTING after RUNNING
-    states = runs["killed"]["states"]
-    assert "STARTING" in states[states.index("RUNNING") :], (seed, states)
+    # the killed query was started again: a new run (polls may not see the short STARTING)
+    killed = runs["killed"]
+    assert killed["run"] > killed["first_run"], (seed, killed["states"])

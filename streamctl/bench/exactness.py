@@ -176,9 +176,9 @@ async def _run_query(
         if not states or states[-1] != state:
             states.append(state)
 
-    await wait_for_state(client, query_id, TERMINAL_STATES | {"RUNNING"}, deadline, seen)
+    first = await wait_for_state(client, query_id, TERMINAL_STATES | {"RUNNING"}, deadline, seen)
     running_at = time.monotonic()
-    report: dict[str, Any] = {"query": query_id}
+    report: dict[str, Any] = {"query": query_id, "first_run": first["run"]}
     if kill_after_s is not None:
         if states[-1] not in TERMINAL_STATES:
             kill_at = min(deadline, running_at + kill_after_s)
@@ -196,7 +196,8 @@ async def _run_query(
     final = await wait_for_state(client, query_id, TERMINAL_STATES, deadline, seen)
     report["seconds"] = round(time.monotonic() - running_at, 2)
     report["state"] = final["current_state"]
-    report["states"] = states
+    report["run"] = final["run"]  # every start is a new run: above first_run, it started again
+    report["states"] = states  # as polls saw them: a quick recovery may fall between two
     report["rows"] = await inline_sink_rows(client, str(created["sink"]), query_id)
     return report
 
