@@ -41,6 +41,12 @@ MAX_PASS_RESULT_BYTES = 1536 * 1024
 MAX_PASS_ACTION_BYTES = 256 * 1024
 """The start actions one pass hands to the workflow (their plans), in all; queries past it
 wait for the next pass, which follows at once."""
+MAX_ACTIONS_UNDER_WAY = 1000
+"""Agent actions the coordinator workflow runs at once, each a pending activity: Temporal fails
+every workflow task that would hold more than 2,000 (``limit.numPendingActivities.error``),
+which wedged a coordinator asked to start 10,000 queries. A pass decides no more starts than
+there is room for; the other queries wait (``CREATED``/``RECOVERING``) for the passes that the
+actions' outcomes bring."""
 MORE_TO_START_DELAY = 0.05
 """How soon (seconds) the next pass runs when a pass left queries waiting for that reason."""
 

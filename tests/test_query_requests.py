@@ -230,3 +230,27 @@ def test_a_query_failing_on_its_input_fails_at_once_other_crashes_restart(
     run_pass(activities, 4, [], events=(m.QueryStatusChanged(query_id, "CRASHED", error, "a1", 1),))
     [got] = run_pass(activities, 5, [m.GetQuery(query_id)])
     assert (got["result"]["current_state"], got["result"]["error"]) == (state, error)
+
+
+@pytest.mark.parametrize("room", [0, 1, 3])
+def test_a_pass_starts_no_more_queries_than_the_workflow_has_room_for(catalog_url, room):
+    # Temporal fails every workflow task that would hold more than 2,000 pending activities:
+    # the starts a pass decides are bounded by the workflow's room (PassInput.action_room).
+    activities = CatalogWork(catalog_url)
+    run_pass(activities, 1, SETUP, events=(m.RegisterWorker("a1", capacity=20),))
+    creates = [
+        m.CreateQuery(f"SELECT id, amount FROM orders WHERE amount > {n} INTO big")
+        for n in range(5)
+    ]
+    envelopes = [request.to_envelope(new_id()) for request in creates]
+    result = activities.apply_pass(
+        PassInput("w", 2, 1000.0, [], [1000.0], 30.0, 60.0, action_room=room),
+        request_batches_json([envelopes]),
+    )
+    assert all(answer["ok"] for answer in json.loads(result.responses[0]))
+    assert len([a for a in result.actions if a.start]) == room
+    # the rest wait (CREATED) and start in the next pass with room
+    later = activities.apply_pass(
+        PassInput("w", 3, 1000.0, [], [], 30.0, 60.0, action_room=10), request_batches_json([])
+    )
+    assert len([a for a in later.actions if a.start]) == 5 - room

@@ -48,14 +48,21 @@ class PassContext:
     more_to_start: bool = False
     """Queries were left waiting because this pass's start actions reached their bound; the
     pass asks the workflow for another one at once."""
+    start_room: int | None = None
+    """How many start actions the workflow takes from this pass (``PassInput.action_room``);
+    queries past it wait for the passes its running actions' outcomes bring."""
+    starts: int = 0
 
     def add_action(self, action: AgentAction) -> None:
         self.actions.append(action)
         if action.start is not None:
             self.action_bytes += len(dumps_bytes(action.start))
+            self.starts += 1
 
     def can_start_more(self) -> bool:
-        """Whether another start action fits this pass's result."""
+        """Whether another start action fits this pass's result and the workflow's room."""
+        if self.start_room is not None and self.starts >= self.start_room:
+            return False
         if self.action_bytes < MAX_PASS_ACTION_BYTES:
             return True
         self.more_to_start = True

@@ -208,6 +208,7 @@ def _apply(
             initial_delay=pass_input.restart_delay,
             max_delay=pass_input.restart_max_delay,
         ),
+        start_room=pass_input.action_room,
     )
     ordered = sorted(range(len(work)), key=lambda i: (work[i][2].stage, work[i][1], i))
     out = PassOutput(session, snapshot)

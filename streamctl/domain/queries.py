@@ -305,7 +305,10 @@ def query_status_changed(ctx: PassContext, event: m.QueryStatusChanged, received
     ctx.stamp(row)
     ctx.record("query", row.id, step.action, f"{event.agent or 'agent'} reported {event.status}")
     if step.after is S.STOPPED and row.desired_state == S.RUNNING:
-        # A move (streamctl.domain.reoptimize): stopped where it was, it starts elsewhere.
+        # A move (streamctl.domain.reoptimize): stopped where it was, it starts elsewhere
+        # (or, without room for its start now, from schedule() in a later pass).
+        if not ctx.can_start_more():
+            return
         placement = _placement(ctx, row, exclude=[left] if left else [])
         if placement is not None:
             start_on(ctx, row, placement, f"moved off {left}")

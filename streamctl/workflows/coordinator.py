@@ -88,6 +88,7 @@ with workflow.unsafe.imports_passed_through():
     from streamctl.compact_json import dumps
     from streamctl.error_codes import ErrorCode
     from streamctl.limits import (
+        MAX_ACTIONS_UNDER_WAY,
         MAX_CARRIED_EVENT_BYTES,
         MAX_EVENT_BATCH_BYTES,
         MAX_EVENTS_PER_SIGNAL,
@@ -451,6 +452,7 @@ class CoordinatorWorkflow:
                             restart_delay=config.restart_delay,
                             restart_max_delay=config.restart_max_delay,
                             watched_queries=watched,
+                            action_room=max(0, MAX_ACTIONS_UNDER_WAY - len(self.actions_under_way)),
                         ),
                         join_request_batches([batch.payload for batch in request_batches]),
                     ],

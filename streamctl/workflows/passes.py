@@ -56,6 +56,9 @@ class PassInput:
     restart_max_delay: float = 60.0
     watched_queries: list[int] = field(default_factory=list)
     """Queries a ``wait_query`` update waits on: the result reports each one's row."""
+    action_room: int | None = None
+    """How many more start actions the workflow takes now (``MAX_ACTIONS_UNDER_WAY`` minus
+    those under way); ``None``: no bound (passes recorded before it existed)."""
 
 
 @dataclass(frozen=True)
