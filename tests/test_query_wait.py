@@ -40,6 +40,17 @@ STATES = [
 ]
 
 
+SCRIPT = (
+    "CREATE LOGICAL SOURCE s(id UINT64 NOT NULL);"
+    "CREATE PHYSICAL SOURCE FOR s TYPE Generator SET("
+    "'SEQUENCE UINT64 0 1000 1' AS `SOURCE`.GENERATOR_SCHEMA,"
+    "'ALL' AS `SOURCE`.STOP_GENERATOR_WHEN_SEQUENCE_FINISHES);"
+    "CREATE SINK out(id UINT64 NOT NULL) TYPE Void;"
+    "SELECT id FROM s INTO out"
+)
+"""A query with a source and a sink, which no agent runs here (it stays CREATED)."""
+
+
 class FakeClock:
     def __init__(self) -> None:
         self.now = 1000.0
@@ -106,18 +117,10 @@ async def test_waiting_for_a_query_no_agent_can_run_ends_at_its_timeout(
 ) -> None:
     coordinator = await start_coordinator(sqlite_url)
     address, workflow_id = coordinator.address, coordinator.workflow_id
-    script = (
-        "CREATE LOGICAL SOURCE s(id UINT64 NOT NULL);"
-        "CREATE PHYSICAL SOURCE FOR s TYPE Generator SET("
-        "'SEQUENCE UINT64 0 1000 1' AS `SOURCE`.GENERATOR_SCHEMA,"
-        "'ALL' AS `SOURCE`.STOP_GENERATOR_WHEN_SEQUENCE_FINISHES);"
-        "CREATE SINK out(id UINT64 NOT NULL) TYPE Void;"
-        "SELECT id FROM s INTO out"
-    )
     printed = io.StringIO()
     with redirect_stdout(printed):
         code = await asyncio.to_thread(
-            run_sql, address, workflow_id, script, True, Console(file=io.StringIO()), 0.5
+            run_sql, address, workflow_id, SCRIPT, True, Console(file=io.StringIO()), 0.5
         )
     answer = json.loads(printed.getvalue())
     assert "statements" in answer, answer

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_query_wait import SCRIPT
 
 from streamctl.client.errors import NotFound
 from streamctl.client.query_wait import QueryWaitTimeout
@@ -56,16 +57,6 @@ def test_a_waiter_counts_only_passes_that_began_after_it(
     assert waiter.reported
     assert waiter.answer.found == (state is not None)
     assert waiter.settled == (state is None or state in wanted)
-
-
-SCRIPT = (
-    "CREATE LOGICAL SOURCE s(id UINT64 NOT NULL);"
-    "CREATE PHYSICAL SOURCE FOR s TYPE Generator SET("
-    "'SEQUENCE UINT64 0 1000 1' AS `SOURCE`.GENERATOR_SCHEMA,"
-    "'ALL' AS `SOURCE`.STOP_GENERATOR_WHEN_SEQUENCE_FINISHES);"
-    "CREATE SINK out(id UINT64 NOT NULL) TYPE Void;"
-    "SELECT id FROM s INTO out"
-)
 
 
 async def _created_query(client: Any) -> int:
