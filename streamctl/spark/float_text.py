@@ -15,9 +15,10 @@ are computed from the double with exact arithmetic only:
   arithmetic, which the JVM guarantees. It rounds to nearest, ties to even, exactly:
   ``rint(p)``, unless ``p`` is a half-integer, where the sign of ``e`` decides and only
   ``e == 0`` is a tie;
-* ``ip`` below ``2**63`` is a ``long``; above, its digits come from ``m * 2**k`` (the 53-bit
-  significand times a power of two) multiplied out in base ``10**9`` limbs with Spark's
-  higher-order functions (only rows that large evaluate that branch).
+* ``ip`` below ``2**63`` is a ``long``; at or above, the value is an integer whose digits come
+  from a vectorised Python function (:mod:`streamctl.spark.huge_floats`) that gets NULL for
+  every other row (Spark's higher-order functions could multiply them out, but cost every row
+  even in a branch never taken).
 
 A FLOAT32 value is widened to double first (exact), as the Python formatter does.
 
