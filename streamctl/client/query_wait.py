@@ -51,6 +51,10 @@ class QueryWaitTimeout(RuntimeError):
         self.last_state = last_state
 
 
+def _timed_out(query_id: int, wanted: frozenset[str], last_state: str) -> QueryWaitTimeout:
+    return QueryWaitTimeout(f"query {query_id} {'/'.join(sorted(wanted))}", last_state)
+
+
 async def wait_for_state(
     client: CoordinatorClient,
     query_id: int,
@@ -70,7 +74,7 @@ async def wait_for_state(
             return dict(answer)
         now = time.monotonic()
         if now >= deadline:
-            raise QueryWaitTimeout(f"query {query_id} {'/'.join(sorted(wanted))}", state)
+            raise _timed_out(query_id, wanted, state)
         await asyncio.sleep(min(pause, deadline - now))
         pause = min(pause * 1.5, MAX_POLL_S)
 
@@ -84,7 +88,7 @@ async def wait_pushed(
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise QueryWaitTimeout(f"query {query_id} {'/'.join(sorted(wanted))}", last_state)
+            raise _timed_out(query_id, wanted, last_state)
         wait = await client.wait_query_update(
             query_id, wanted, min(remaining, MAX_QUERY_WAIT_SECONDS)
         )

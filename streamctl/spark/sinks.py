@@ -301,7 +301,7 @@ def nes_json_line(spec: SinkSpec, float_texts: Mapping[str, str]) -> Column:
 
 def nes_text_lines(df: DataFrame, spec: SinkSpec) -> DataFrame:
     """One string column ``value`` with each row in the sink's text format (its columns are
-    the sink's, :func:`_conformed`)."""
+    the sink's, :func:`_conform`)."""
     floats = [column["name"] for column in spec.schema if column["type"] in FLOAT_TYPES]
     df, texts = with_float_texts(df, floats, _FLOAT_TEXT)
     float_texts = dict(zip(floats, texts, strict=True))

@@ -194,7 +194,8 @@ def _unquoted(field: Column) -> Column:
     from pyspark.sql import functions as F
 
     inner = F.regexp_replace(F.regexp_extract(field, r'(?s)^"(.*)"$', 1), '""', '"')
-    # a field without a quote cannot match: the plain search spares most fields the regex
+    # a field that does not start with a quote cannot match: the plain test spares most
+    # fields the regular expression
     quoted = field.startswith('"') & field.rlike(r'(?s)^".*"$')
     return F.when(quoted, inner).otherwise(field)
 

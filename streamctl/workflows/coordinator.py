@@ -345,7 +345,7 @@ class CoordinatorWorkflow:
             await self._gather()
             if self._continue_as_new_due():
                 self.draining = True
-            if self.state.pending or self.request_batches or self._wait_due():
+            if self._has_pending():
                 await self._run_pass()
             if self.draining and not self.request_batches:
                 if self._carried_bytes() > MAX_CARRIED_EVENT_BYTES and workflow.patched(
