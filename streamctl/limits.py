@@ -46,7 +46,13 @@ MAX_ACTIONS_UNDER_WAY = 1000
 every workflow task that would hold more than 2,000 (``limit.numPendingActivities.error``),
 which wedged a coordinator asked to start 10,000 queries. A pass decides no more starts than
 there is room for; the other queries wait (``CREATED``/``RECOVERING``) for the passes that the
-actions' outcomes bring."""
+actions' outcomes bring. Any other action past it (the stops of a mass drop) waits in the
+workflow, in order, until one under way ends (``CoordinatorConfig.max_actions_under_way``)."""
+MAX_CARRIED_WAITING_ACTIONS = 8000
+"""Actions waiting for room (:data:`MAX_ACTIONS_UNDER_WAY`) that continue-as-new carries to the
+next run at most; above this the run first lets the excess drain. A waiting stop encodes to
+~110 bytes (8,000: under 1 MB of the 2 MB payload), and waiting starts are few: a pass decides
+no more starts than there is room for."""
 MORE_TO_START_DELAY = 0.05
 """How soon (seconds) the next pass runs when a pass left queries waiting for that reason."""
 

@@ -61,9 +61,11 @@ class StandInAgent:
 
 
 @contextlib.asynccontextmanager
-async def stand_in_worker(temporal_client: Client, agent: StandInAgent) -> AsyncIterator[None]:
-    """``agent`` answering its task queue, and a registered query source and sink to use."""
-    executor = ThreadPoolExecutor(max_workers=4)
+async def stand_in_worker(
+    temporal_client: Client, agent: StandInAgent, capacity: int = 2
+) -> AsyncIterator[None]:
+    """``agent`` answering its task queue with ``capacity`` + 2 activities at once."""
+    executor = ThreadPoolExecutor(max_workers=capacity + 2)
     worker = Worker(
         temporal_client,
         task_queue=agent_task_queue(agent.name),
@@ -78,8 +80,11 @@ async def stand_in_worker(temporal_client: Client, agent: StandInAgent) -> Async
         await asyncio.to_thread(executor.shutdown)
 
 
-async def declare_agent_and_query_parts(client: CoordinatorClient, agent: StandInAgent) -> None:
-    await client.send(m.RegisterWorker(agent.name, capacity=2))
+async def declare_agent_and_query_parts(
+    client: CoordinatorClient, agent: StandInAgent, capacity: int = 2
+) -> None:
+    """The agent registered, and a query source and sink to use."""
+    await client.send(m.RegisterWorker(agent.name, capacity=capacity))
     await client.ask(m.CreateLogicalSource("numbers", COLUMNS))
     await client.ask(m.CreatePhysicalSource("numbers", "FILE", {"file_path": "in/"}))
     await client.ask(m.CreateSink("out", COLUMNS, "VOID"))
@@ -166,3 +171,97 @@ async def test_a_failed_stop_is_not_reported_stopped(
 
 async def state_is(state: object, wanted: str) -> bool:
     return bool(await state() == wanted)  # type: ignore[operator]
+
+
+class AgentWithHeldStops(StandInAgent):
+    """Its stops wait until ``release_stops`` is set; it counts how many run at once."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.release_first_start.set()
+        self.release_stops = threading.Event()
+        self.stopped: set[int] = set()
+        self.stops_at_once = 0
+        self.most_stops_at_once = 0
+        self._lock = threading.Lock()
+
+    @activity.defn(name="stop_query")
+    def stop_query(self, assignment: StopAssignment) -> QueryReport:
+        with self._lock:
+            self.stops_at_once += 1
+            self.most_stops_at_once = max(self.most_stops_at_once, self.stops_at_once)
+        try:
+            self.release_stops.wait(timeout=60)
+        finally:
+            with self._lock:
+                self.stops_at_once -= 1
+                self.stopped.add(assignment.query_id)
+        return QueryReport(assignment.query_id, assignment.run, AgentStatus.STOPPED, self.name)
+
+
+async def create_running_queries(client: CoordinatorClient, count: int) -> list[int]:
+    ids = [
+        (await client.ask(m.CreateQuery("SELECT id FROM numbers INTO out")))["id"]
+        for _ in range(count)
+    ]
+
+    async def all_running() -> bool:
+        listed = await client.ask(m.ListQueries())
+        return sum(query["current_state"] == "RUNNING" for query in listed) == count
+
+    await wait_until(all_running, timeout=60)
+    return ids
+
+
+async def test_actions_past_the_bound_wait_their_turn(
+    temporal_client, start_coordinator, sqlite_url
+):
+    """The stops of a mass drop are not all pending activities at once (Temporal fails every
+    workflow task past 2,000): ``max_actions_under_way`` run, the rest wait and follow."""
+    coordinator = await start_coordinator(sqlite_url, CoordinatorConfig(max_actions_under_way=2))
+    agent = AgentWithHeldStops(f"a_{uuid.uuid4().hex[:6]}")
+    client = await coordinator.client().connect()
+    try:
+        async with stand_in_worker(temporal_client, agent, capacity=6):
+            await declare_agent_and_query_parts(client, agent, capacity=6)
+            ids = await create_running_queries(client, 6)
+            for query_id in ids:
+                await client.ask(m.DropQuery(query_id))
+            await wait_until(lambda: agent.stops_at_once == 2, timeout=60)
+            description = await coordinator.handle.describe()
+            assert len(description.raw_description.pending_activities) <= 2
+            agent.release_stops.set()
+            await wait_until(lambda: agent.stopped == set(ids), timeout=60)
+            assert agent.most_stops_at_once == 2
+    finally:
+        await asyncio.to_thread(client.close)
+
+
+async def test_waiting_actions_are_carried_to_the_next_run(
+    temporal_client, start_coordinator, sqlite_url
+):
+    """Actions still waiting for room when the run continues as new run in the next run."""
+    coordinator = await start_coordinator(
+        sqlite_url,
+        CoordinatorConfig(max_actions_under_way=1, passes_per_run=4, action_drain_timeout=0.5),
+    )
+    agent = AgentWithHeldStops(f"a_{uuid.uuid4().hex[:6]}")
+    client = await coordinator.client().connect()
+    try:
+        async with stand_in_worker(temporal_client, agent, capacity=3):
+            await declare_agent_and_query_parts(client, agent, capacity=3)
+            ids = await create_running_queries(client, 3)
+            first_run = (await coordinator.handle.describe()).run_id
+            for query_id in ids:
+                await client.ask(m.DropQuery(query_id))
+            await wait_until(lambda: agent.stops_at_once == 1, timeout=60)
+
+            async def run_changed() -> bool:
+                await client.ask(m.ListQueries())
+                return (await coordinator.handle.describe()).run_id != first_run
+
+            await wait_until(run_changed, timeout=60)
+            agent.release_stops.set()
+            await wait_until(lambda: agent.stopped == set(ids), timeout=60)
+    finally:
+        await asyncio.to_thread(client.close)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from streamctl.limits import MAX_ACTIONS_UNDER_WAY
+
 COORDINATOR_WORKFLOW_ID = "coordinator"
 COORDINATOR_TASK_QUEUE = "coordinator"
 
@@ -23,6 +25,8 @@ class CoordinatorConfig:
     passes_per_run: int = 1000
     max_history_events: int = 2000
     action_drain_timeout: float = 30.0
+    max_actions_under_way: int = MAX_ACTIONS_UNDER_WAY
+    """Agent actions run at once (pending activities); more wait in the workflow, in order."""
     suspect_after: float = 10.0
     dead_after: float = 30.0
     max_restarts: int = 5

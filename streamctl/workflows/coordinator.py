@@ -54,12 +54,15 @@ Guarantees
   :data:`~streamctl.limits.MAX_CARRIED_EVENT_BYTES`.
 * Agent actions (start, stop, reconcile) run as activities beside the loop
   (:mod:`streamctl.workflows.agent_calls`); each outcome comes back as a ``QueryStatusChanged``
-  event into a later pass. An action is never lost: before
+  event into a later pass. At most ``max_actions_under_way`` run at once (Temporal fails a
+  workflow task past 2,000 pending activities); later ones wait in the workflow, in the order
+  they came, and count against the room for starts a pass gets. An action is never lost: before
   continue-as-new the run waits up to ``action_drain_timeout`` for the actions under way (an
   activity completing while the run closes would fail that workflow task), and carries the
-  ones still running to the next run, which runs them again (every action is idempotent on the
-  agent: a start of a query it runs reports it, a stop of one it does not run reports
-  ``STOPPED``, a stale stop is ignored).
+  ones still running or waiting (at most ``MAX_CARRIED_WAITING_ACTIONS`` of these) to the next
+  run, which runs them again (every action is idempotent on the agent: a start of a query it
+  runs reports it, a stop of one it does not run reports ``STOPPED``, a stale stop is
+  ignored).
 * Continue-as-new happens after ``passes_per_run`` passes, at ``max_history_events`` or when
   Temporal suggests it. A small history matters: a signal that arrives while the closing
   workflow task runs fails it (UnhandledCommand), and the retry replays the whole run, so a long
@@ -88,8 +91,8 @@ with workflow.unsafe.imports_passed_through():
     from streamctl.compact_json import dumps
     from streamctl.error_codes import ErrorCode
     from streamctl.limits import (
-        MAX_ACTIONS_UNDER_WAY,
         MAX_CARRIED_EVENT_BYTES,
+        MAX_CARRIED_WAITING_ACTIONS,
         MAX_EVENT_BATCH_BYTES,
         MAX_EVENTS_PER_SIGNAL,
         MAX_QUERY_WAIT_SECONDS,
@@ -165,6 +168,9 @@ class CoordinatorWorkflow:
         self.draining = False
         self.passes_this_run = 0
         self.actions_under_way: dict[asyncio.Task[None], AgentAction] = {}
+        self.actions_waiting: list[AgentAction] = []
+        """Actions past ``max_actions_under_way``, in the order they came; each starts when an
+        action under way ends (:meth:`_action_ended`)."""
         self.query_waiters: list[QueryWaiter] = []
         self.web_ui = WebUiView(workflow.info().typed_search_attributes)
         self._reindex()
@@ -358,6 +364,10 @@ class CoordinatorWorkflow:
                         lambda: not self.actions_under_way,
                         timeout=self.state.config.action_drain_timeout,
                     )
+                if len(self.actions_waiting) > MAX_CARRIED_WAITING_ACTIONS:
+                    await workflow.wait_condition(
+                        lambda: len(self.actions_waiting) <= MAX_CARRIED_WAITING_ACTIONS
+                    )
                 if not self.request_batches:
                     break
 
@@ -373,7 +383,7 @@ class CoordinatorWorkflow:
             next_liveness_deadline=self.state.next_liveness_deadline,
             last_pass_ms=self.state.last_pass_ms,
             runs=self.state.runs + 1,
-            actions_under_way=list(self.actions_under_way.values()),
+            actions_under_way=[*self.actions_under_way.values(), *self.actions_waiting],
         )
         # The memo rides on the command (no event of its own) and stays the run's configuration.
         workflow.continue_as_new(
@@ -452,7 +462,7 @@ class CoordinatorWorkflow:
                             restart_delay=config.restart_delay,
                             restart_max_delay=config.restart_max_delay,
                             watched_queries=watched,
-                            action_room=max(0, MAX_ACTIONS_UNDER_WAY - len(self.actions_under_way)),
+                            action_room=self._action_room(),
                         ),
                         join_request_batches([batch.payload for batch in request_batches]),
                     ],
@@ -605,9 +615,29 @@ class CoordinatorWorkflow:
     # --- agent actions ---------------------------------------------------------------------
 
     def _start_action(self, action: AgentAction) -> None:
+        """Run ``action`` now, or after those before it when ``max_actions_under_way`` run.
+
+        Only a pass's stops (a drop of many queries) and follow-up actions ever wait: a pass
+        decides no more starts than :meth:`_action_room`. Histories that never reached the
+        bound replay unchanged (no command differs below it)."""
+        if len(self.actions_under_way) >= self.state.config.max_actions_under_way:
+            self.actions_waiting.append(action)
+            return
         task = asyncio.create_task(self._run_action(action))
         self.actions_under_way[task] = action
-        task.add_done_callback(lambda done: self.actions_under_way.pop(done, None))
+        task.add_done_callback(self._action_ended)
+
+    def _action_ended(self, task: asyncio.Task[None]) -> None:
+        self.actions_under_way.pop(task, None)
+        while self.actions_waiting and (
+            len(self.actions_under_way) < self.state.config.max_actions_under_way
+        ):
+            self._start_action(self.actions_waiting.pop(0))
+
+    def _action_room(self) -> int:
+        """How many more start actions the next pass may decide (``PassInput.action_room``)."""
+        taken = len(self.actions_under_way) + len(self.actions_waiting)
+        return max(0, self.state.config.max_actions_under_way - taken)
 
     async def _run_action(self, action: AgentAction) -> None:
         """Run one agent action without blocking the loop (:func:`.agent_calls.run_action`);
