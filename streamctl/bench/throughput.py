@@ -3,24 +3,32 @@ queries written by hand in PySpark, in one run on one SparkSession.
 
 What a run does
 ---------------
-1. Writes one CSV file of ``rows`` rows ``id,k,v,ts`` (seeded: ``k`` a key in ``0..7``, ``v`` a
-   float in ``[0, 1)``, ``ts`` milliseconds ascending, ten rows a millisecond) into a source
-   directory.
+1. Writes ``rows`` rows ``id,k,v,ts`` (seeded: ``id`` the row number, ``k`` a key in ``0..7``,
+   ``v`` a float in ``[0, 1)``, ``ts`` milliseconds ascending, ten rows a millisecond) in each
+   input format a query reads: CSV, JSON lines and Parquet (``id``/``ts`` as Parquet's
+   unsigned 64-bit integers, as a NebulaStream ``UINT64`` is written).
 2. Starts one SparkSession as an agent does (:func:`~streamctl.worker.agent.agent_spark_session`,
    the agent's settings, ``master``).
-3. For each query of :data:`QUERIES`, runs both sides over the whole file, each as a bounded
-   streaming query (``availableNow``) into a CSV file directory, one after the other:
+3. For each query of :data:`QUERIES` (filter/project, tumbling window with GROUP BY, sliding
+   window, windowed join; CSV, JSON and Parquet in and out), runs both sides over the whole
+   input, each as a bounded streaming query (``availableNow``) into a file directory of the
+   query's output format, one after the other:
 
    * ``planned``: the NebulaStream statement bound by the product's planner and run by the
      agent's code path (:func:`~streamctl.spark.sources.read_source`,
      :func:`~streamctl.spark.translate.build`, :func:`~streamctl.spark.sinks.start_sink`
-     into a File sink with NES's CSV formatting);
-   * ``hand``: the same query as a PySpark user writes it (Spark's CSV reader and writer,
-     ``withWatermark`` and ``window`` for the windows).
+     into a File sink with NES's formatting);
+   * ``hand``: the same query as a PySpark user writes it (Spark's readers and writers of the
+     format, ``withWatermark`` and ``window`` for the windows, a window-equality stream-stream
+     join).
 
-   Each side runs ``repeat`` times after one warm-up run on a small file; the median counts.
-4. Prints per query ``planned_s``, ``hand_s``, both rows/s and ``ratio`` (hand time over
-   planned time: 1.0 is Spark's own speed), and ``min_ratio`` over all queries.
+   Each side runs ``repeat`` times after one warm-up run on a small input; the median counts.
+4. Prints per query ``planned_s``, ``hand_s``, both rows/s, ``ratio`` (hand time over planned
+   time: 1.0 is Spark's own speed), the rows each side wrote, and ``min_ratio`` over all
+   queries. The row counts agree but for windows: the hand-written side never emits the last
+   window(s) of the input (Spark's append mode emits a window once the watermark passes its
+   end, and nothing moves it at the end of bounded input), where NebulaStream, and so the
+   planned side, emits every window when the input ends.
 
 The coordinator's part of a start (a pass, the agent's action) is ``bench deploy``'s; this one
 measures the data path alone, where the planned query spends its rows.
@@ -28,6 +36,7 @@ measures the data path alone, where the planned query spends its rows.
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import statistics
@@ -41,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["QUERIES", "ThroughputQuery", "run_throughput_bench"]
+__all__ = ["QUERIES", "ThroughputQuery", "run_throughput_bench", "write_inputs"]
 
 COLUMNS: Final = (
     ("id", "UINT64"),
@@ -50,69 +59,96 @@ COLUMNS: Final = (
     ("ts", "UINT64"),
 )
 KEYS: Final = 8
+FORMATS: Final = ("CSV", "JSON", "PARQUET")
+
+Reader = Callable[[], "DataFrame"]
+"""A new streaming DataFrame of the input, typed as a PySpark user reads it (``t``: ``ts`` as a
+timestamp)."""
 
 
 @dataclass(frozen=True)
 class ThroughputQuery:
     name: str
     statement: str
-    """The NebulaStream statement, into sink ``out``."""
+    """The NebulaStream statement over ``src`` (and ``src2``, the same input), into ``out``."""
     output: tuple[tuple[str, str], ...]
     """The sink's columns."""
-    hand: Callable[[DataFrame], DataFrame]
-    """The same query in PySpark, over the typed input (``t``: ``ts`` as a timestamp)."""
+    hand: Callable[[Reader], DataFrame]
+    """The same query in PySpark."""
+    input_format: str = "CSV"
+    output_format: str = "CSV"
 
 
-def _filter_project(frame: DataFrame) -> DataFrame:
+def _filter_project(read: Reader) -> DataFrame:
     from pyspark.sql import functions as F
 
-    return frame.where(F.col("v") > 0.5).select("id", (F.col("v") * 2).alias("v2"), "ts")
+    return read().where(F.col("v") > 0.5).select("id", (F.col("v") * 2).alias("v2"), "ts")
 
 
-def _tumbling(frame: DataFrame) -> DataFrame:
+def _window_bounds() -> list[Any]:
     from pyspark.sql import functions as F
 
-    windowed = frame.withWatermark("t", "0 seconds").groupBy(F.window("t", "1 second"), "k")
-    return windowed.agg(F.count("v").alias("n"), F.sum("v").alias("total")).select(
-        (F.unix_millis(F.col("window.start"))).alias("start"),
-        (F.unix_millis(F.col("window.end"))).alias("end"),
-        "k",
-        "n",
-        "total",
+    return [
+        F.unix_millis(F.col("window.start")).alias("start"),
+        F.unix_millis(F.col("window.end")).alias("end"),
+    ]
+
+
+def _tumbling(read: Reader) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    windowed = read().withWatermark("t", "0 seconds").groupBy(F.window("t", "1 second"), "k")
+    totals = windowed.agg(F.count("v").alias("n"), F.sum("v").alias("total"))
+    return totals.select(*_window_bounds(), "k", "n", "total")
+
+
+def _sliding(read: Reader) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    windowed = (
+        read().withWatermark("t", "0 seconds").groupBy(F.window("t", "2 seconds", "1 second"))
     )
+    return windowed.agg(F.max("v").alias("top")).select(*_window_bounds(), "top")
 
 
-def _sliding(frame: DataFrame) -> DataFrame:
+def _windowed_join(read: Reader) -> DataFrame:
     from pyspark.sql import functions as F
 
-    windowed = frame.withWatermark("t", "0 seconds").groupBy(F.window("t", "2 seconds", "1 second"))
-    return windowed.agg(F.max("v").alias("top")).select(
-        (F.unix_millis(F.col("window.start"))).alias("start"),
-        (F.unix_millis(F.col("window.end"))).alias("end"),
-        "top",
+    left = read().withWatermark("t", "0 seconds").withColumn("window", F.window("t", "1 second"))
+    right = (
+        read()
+        .withWatermark("t", "0 seconds")
+        .select(
+            F.col("id").alias("id_r"),
+            F.col("v").alias("v_right"),
+            F.window("t", "1 second").alias("window_r"),
+        )
     )
+    joined = left.join(
+        right, (F.col("id") == F.col("id_r")) & (F.col("window") == F.col("window_r"))
+    )
+    return joined.select(*_window_bounds(), "id", "v", "v_right")
 
+
+_TUMBLING_STATEMENT: Final = (
+    "SELECT start, end, k, COUNT(v) AS n, SUM(v) AS total FROM src "
+    "GROUP BY k WINDOW TUMBLING(ts, SIZE 1 SEC) INTO out"
+)
+_TUMBLING_OUTPUT: Final = (
+    ("start", "UINT64"),
+    ("end", "UINT64"),
+    ("k", "INT32"),
+    ("n", "UINT64"),
+    ("total", "FLOAT64"),
+)
+_FILTER_STATEMENT: Final = (
+    "SELECT id, v * FLOAT64(2) AS v2, ts FROM src WHERE v > FLOAT64(0.5) INTO out"
+)
+_FILTER_OUTPUT: Final = (("id", "UINT64"), ("v2", "FLOAT64"), ("ts", "UINT64"))
 
 QUERIES: Final = (
-    ThroughputQuery(
-        "filter_project",
-        "SELECT id, v * FLOAT64(2) AS v2, ts FROM src WHERE v > FLOAT64(0.5) INTO out",
-        (("id", "UINT64"), ("v2", "FLOAT64"), ("ts", "UINT64")),
-        _filter_project,
-    ),
-    ThroughputQuery(
-        "tumbling_group_by",
-        "SELECT start, end, k, COUNT(v) AS n, SUM(v) AS total FROM src "
-        "GROUP BY k WINDOW TUMBLING(ts, SIZE 1 SEC) INTO out",
-        (
-            ("start", "UINT64"),
-            ("end", "UINT64"),
-            ("k", "INT32"),
-            ("n", "UINT64"),
-            ("total", "FLOAT64"),
-        ),
-        _tumbling,
-    ),
+    ThroughputQuery("filter_project", _FILTER_STATEMENT, _FILTER_OUTPUT, _filter_project),
+    ThroughputQuery("tumbling_group_by", _TUMBLING_STATEMENT, _TUMBLING_OUTPUT, _tumbling),
     ThroughputQuery(
         "sliding",
         "SELECT start, end, MAX(v) AS top FROM src "
@@ -120,29 +156,84 @@ QUERIES: Final = (
         (("start", "UINT64"), ("end", "UINT64"), ("top", "FLOAT64")),
         _sliding,
     ),
+    ThroughputQuery(
+        "windowed_join",
+        "SELECT start, end, id, v, src2.v AS v_right FROM src INNER JOIN src2 ON id = src2.id "
+        "WINDOW TUMBLING(ts, SIZE 1 SEC) INTO out",
+        (
+            ("start", "UINT64"),
+            ("end", "UINT64"),
+            ("id", "UINT64"),
+            ("v", "FLOAT64"),
+            ("v_right", "FLOAT64"),
+        ),
+        _windowed_join,
+    ),
+    ThroughputQuery(
+        "filter_project_json",
+        _FILTER_STATEMENT,
+        _FILTER_OUTPUT,
+        _filter_project,
+        input_format="JSON",
+        output_format="JSON",
+    ),
+    ThroughputQuery(
+        "tumbling_group_by_parquet",
+        _TUMBLING_STATEMENT,
+        _TUMBLING_OUTPUT,
+        _tumbling,
+        input_format="PARQUET",
+        output_format="PARQUET",
+    ),
 )
 
 
-def write_input(directory: Path, rows: int, seed: int) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
+def _rows(rows: int, seed: int) -> Any:
     rng = random.Random(seed)
-    with (directory / "part-0.csv").open("w", encoding="utf-8") as out:
-        chunk: list[str] = []
-        for row in range(rows):
-            chunk.append(f"{row},{rng.randrange(KEYS)},{rng.random()!r},{row // 10}\n")
-            if len(chunk) == 10_000:
-                out.writelines(chunk)
-                chunk.clear()
-        out.writelines(chunk)
+    for row in range(rows):
+        yield row, rng.randrange(KEYS), rng.random(), row // 10
 
 
-def _planned(
-    session: SparkSession, query: ThroughputQuery, source_dir: Path, work: Path
-) -> Callable[[], Any]:
+def write_inputs(directory: Path, rows: int, seed: int) -> None:
+    """The input in every format, ``directory/<format>/part-0.<format>``: the same rows."""
+    for format_ in FORMATS:
+        (directory / format_).mkdir(parents=True, exist_ok=True)
+    with (
+        (directory / "CSV" / "part-0.csv").open("w", encoding="utf-8") as csv_out,
+        (directory / "JSON" / "part-0.json").open("w", encoding="utf-8") as json_out,
+    ):
+        for id_, key, value, ts in _rows(rows, seed):
+            csv_out.write(f"{id_},{key},{value!r},{ts}\n")
+            json_out.write(json.dumps({"id": id_, "k": key, "v": value, "ts": ts}) + "\n")
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    ids, keys, values, times = zip(*_rows(rows, seed), strict=True) if rows else ((),) * 4
+    table = pa.table(
+        {
+            "id": pa.array(ids, pa.uint64()),
+            "k": pa.array(keys, pa.int32()),
+            "v": pa.array(values, pa.float64()),
+            "ts": pa.array(times, pa.uint64()),
+        }
+    )
+    pq.write_table(table, directory / "PARQUET" / "part-0.parquet")
+
+
+@dataclass(frozen=True)
+class Side:
+    start: Callable[[], Any]
+    """Starts the bounded streaming query."""
+    rows_out: Callable[[], int]
+    """How many rows it wrote (its committed output, read after it ended)."""
+
+
+def _planned(session: SparkSession, query: ThroughputQuery, inputs: Path, work: Path) -> Side:
     from streamctl.planner.binder import bind_query
     from streamctl.planner.catalog_lookup import MemoryCatalog, SinkInfo
     from streamctl.planner.options import normalize_sink_options, normalize_source_options
     from streamctl.planner.parser import parse_query
+    from streamctl.sink_files import committed_files, read_file_sink_lines
     from streamctl.spark.sinks import start_sink
     from streamctl.spark.sources import read_source
     from streamctl.spark.specs import SinkSpec, SourceSpec
@@ -151,13 +242,18 @@ def _planned(
 
     source_columns = [m.ColumnSpec(name, type_, False) for name, type_ in COLUMNS]
     sink_columns = [m.ColumnSpec(name, type_, False) for name, type_ in query.output]
-    sink_config = normalize_sink_options("FILE", {"file_path": str(work / "out")})
+    sink_config = normalize_sink_options(
+        "FILE", {"file_path": str(work / "out"), "format": query.output_format}
+    )
     catalog = MemoryCatalog(
-        {"src": source_columns}, [SinkInfo("out", sink_columns, "FILE", sink_config)]
+        {"src": source_columns, "src2": source_columns},
+        [SinkInfo("out", sink_columns, "FILE", sink_config)],
     )
     bound = bind_query(parse_query(query.statement), catalog)
     schema = [{"name": c.name, "type": c.type, "nullable": False} for c in source_columns]
-    source_config = normalize_source_options("FILE", {"file_path": str(source_dir)})
+    source_config = normalize_source_options(
+        "FILE", {"file_path": str(inputs / query.input_format), "format": query.input_format}
+    )
     source = SourceSpec(1, "FILE", source_config, schema)
     sink = SinkSpec(
         "out",
@@ -166,39 +262,57 @@ def _planned(
         [{"name": c.name, "type": c.type, "nullable": False} for c in sink_columns],
     )
 
+    query_name = f"planned_{query.name}_{work.name}"
+
     def start() -> Any:
         translated = build(
             bound.plan,
             session,
-            lambda _name: read_source(session, source, work / "staging"),
+            lambda name: read_source(session, source, work / "staging" / name),
             bounded=True,
             work_dir=work / "query",
         )
         return start_sink(
             translated.dataframe,
             sink,
-            query_name=f"planned_{query.name}_{work.name}",
+            query_name=query_name,
             checkpoint_dir=str(work / "checkpoint"),
             output_mode=translated.output_mode,
             available_now=True,
         )
 
-    return start
+    def rows_out() -> int:
+        if query.output_format != "PARQUET":
+            return len(read_file_sink_lines(sink, query_name))
+        files = [str(path) for path in committed_files(sink, query_name)]
+        return int(session.read.parquet(*files).count()) if files else 0
+
+    return Side(start, rows_out)
 
 
-def _hand(
-    session: SparkSession, query: ThroughputQuery, source_dir: Path, work: Path
-) -> Callable[[], Any]:
+_HAND_SCHEMAS: Final = {
+    "CSV": "id LONG, k INT, v DOUBLE, ts LONG",
+    "JSON": "id LONG, k INT, v DOUBLE, ts LONG",
+    # what Spark's Parquet reader makes of unsigned 64-bit integers
+    "PARQUET": "id DECIMAL(20,0), k INT, v DOUBLE, ts DECIMAL(20,0)",
+}
+
+
+def _hand(session: SparkSession, query: ThroughputQuery, inputs: Path, work: Path) -> Side:
     from pyspark.sql import functions as F
 
-    schema = "id LONG, k INT, v DOUBLE, ts LONG"
+    def read() -> DataFrame:
+        frame = (
+            session.readStream.schema(_HAND_SCHEMAS[query.input_format])
+            .format(query.input_format.lower())
+            .load(str(inputs / query.input_format))
+        )
+        return frame.withColumn("t", F.timestamp_millis(F.col("ts").cast("long")))
 
     def start() -> Any:
-        frame = session.readStream.schema(schema).csv(str(source_dir))
-        frame = frame.withColumn("t", F.timestamp_millis(F.col("ts")))
         return (
-            query.hand(frame)
-            .writeStream.format("csv")
+            query.hand(read)
+            .writeStream.format(query.output_format.lower())
             .option("path", str(work / "out"))
             .option("checkpointLocation", str(work / "checkpoint"))
             .queryName(f"hand_{query.name}_{work.name}")
@@ -207,7 +321,13 @@ def _hand(
             .start()
         )
 
-    return start
+    def rows_out() -> int:
+        output = str(work / "out")
+        if query.output_format == "PARQUET":
+            return int(session.read.parquet(output).count())
+        return int(session.read.text(output).count())
+
+    return Side(start, rows_out)
 
 
 def _timed(start: Callable[[], Any]) -> float:
@@ -227,28 +347,36 @@ def run_throughput_bench(
     root = Path(tempfile.mkdtemp(prefix="streamctl-bench-throughput-"))
     runs = iter(range(1_000_000))
     try:
-        write_input(root / "warm", 20_000, seed)
-        write_input(root / "input", rows, seed)
+        write_inputs(root / "warm", 20_000, seed)
+        write_inputs(root / "input", rows, seed)
         session = agent_spark_session("bench_throughput", master, root / "spark")
         try:
             figures: dict[str, Any] = {}
             for query in QUERIES:
+                sides: dict[str, Callable[[SparkSession, ThroughputQuery, Path, Path], Side]]
                 sides = {"planned": _planned, "hand": _hand}
                 seconds: dict[str, list[float]] = {side: [] for side in sides}
+                written: dict[str, int] = {}
                 for make in sides.values():  # warm-up: code generation, class loading
-                    _timed(make(session, query, root / "warm", root / f"run-{next(runs)}"))
+                    _timed(make(session, query, root / "warm", root / f"run-{next(runs)}").start)
                 for _ in range(repeat):
-                    for side, make in sides.items():
+                    for name, make in sides.items():
                         work = root / f"run-{next(runs)}"
-                        seconds[side].append(_timed(make(session, query, root / "input", work)))
+                        side = make(session, query, root / "input", work)
+                        seconds[name].append(_timed(side.start))
+                        written[name] = side.rows_out()
                         shutil.rmtree(work, ignore_errors=True)
                 planned, hand = (statistics.median(seconds[s]) for s in ("planned", "hand"))
                 figures[query.name] = {
+                    "input": query.input_format,
+                    "output": query.output_format,
                     "planned_s": round(planned, 2),
                     "hand_s": round(hand, 2),
                     "planned_rows_per_s": round(rows / planned),
                     "hand_rows_per_s": round(rows / hand),
                     "ratio": round(hand / planned, 3),
+                    "planned_rows_out": written["planned"],
+                    "hand_rows_out": written["hand"],
                 }
         finally:
             session.stop()
