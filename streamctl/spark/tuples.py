@@ -174,12 +174,44 @@ _UNSIGNED_TEXT: Final = r"^[0-9]+$"
 _FLOAT_TEXT: Final = r"(?i)^-?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[-+]?[0-9]+)?|inf|infinity|nan)$"
 
 
+_SAME_RANGE_CARRIERS: Final = frozenset({"INT8", "INT16", "INT32", "INT64"})
+"""Integer types whose Spark carrier (:mod:`streamctl.spark.types`) has exactly their range."""
+_LONG_DIGITS: Final = 18
+"""Every unsigned text of at most this many digits is below 2**63: a ``BIGINT`` holds it."""
+
+
 def _in_range(number: Column, nes_type: str) -> Column:
-    """Whether an integer value lies within its NES type (bounds as exact decimals)."""
+    """Whether an integer value lies within its NES type: compared as ``BIGINT`` where both
+    bounds are one (no decimal per value), as exact decimals for ``UINT64``."""
     from pyspark.sql import functions as F
 
     low, high = integer_range(nes_type)
-    return number.between(F.lit(Decimal(low)), F.lit(Decimal(high)))
+    if nes_type == "UINT64":
+        return number.between(F.lit(Decimal(low)), F.lit(Decimal(high)))
+    return number.between(F.lit(low), F.lit(high))
+
+
+def _integer(text: Column, nes_type: str) -> Column:
+    """The integer ``text`` stands for in the column's Spark type, or NULL where it is not one
+    of ``nes_type`` (not ``-?[0-9]+``, unsigned without a sign, or out of range).
+
+    Parsed as ``BIGINT`` (``try_cast``: NULL past 64 bits), never as a decimal, except the
+    rare ``UINT64`` text of more than 18 digits; the regular expression makes the text exactly
+    what NES accepts (``try_cast`` alone would take ``+5``)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DecimalType
+
+    syntax = text.rlike(_UNSIGNED_TEXT if nes_type in UNSIGNED_TYPES else _INTEGER_TEXT)
+    if nes_type == "UINT64":
+        carrier = DecimalType(20, 0)
+        short = text.try_cast("bigint").cast(carrier)
+        wide = text.try_cast(carrier)  # NULL past 20 digits
+        value = F.when(F.length(text) <= _LONG_DIGITS, short).when(_in_range(wide, nes_type), wide)
+        return F.when(syntax, value)
+    number = F.when(syntax, text.try_cast("bigint"))
+    if nes_type != "INT64":
+        number = F.when(_in_range(number, nes_type), number)
+    return number.cast(spark_type(nes_type))
 
 
 _BLANKS: Final = " \t\n\u000b\f\r"
@@ -250,17 +282,15 @@ def _field_text(field: Column, column: Mapping[str, Any], *, csv: bool, quoted: 
 
 def _candidate(text: Column, column: Mapping[str, Any]) -> Column:
     """The value a field's text stands for in its column's type, or NULL where the text is not
-    of that type: an integer as an exact ``DECIMAL(38, 0)`` (its range is checked after), a
-    float as its Spark type, a boolean's text lower-cased; other texts as they are."""
+    of that type: an integer or a float as its Spark type (:func:`_integer`: NULL out of
+    range too), a boolean's text lower-cased; other texts as they are."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import DecimalType
 
     nes_type = canonical_type(column["type"])
     if nes_type == "BOOLEAN":
         return F.lower(text)
     if nes_type in INTEGER_TYPES:
-        pattern = _UNSIGNED_TEXT if nes_type in UNSIGNED_TYPES else _INTEGER_TEXT
-        return F.when(text.rlike(pattern), text).try_cast(DecimalType(38, 0))
+        return _integer(text, nes_type)
     if nes_type in ("FLOAT32", "FLOAT64"):
         return F.when(text.rlike(_FLOAT_TEXT), text).try_cast(spark_type(nes_type))
     return text
@@ -283,8 +313,6 @@ def _parse_field(
     if nes_type == "BOOLEAN":
         valid = candidate.isin("true", "false", "1", "0")
         return _accept(candidate.isin("true", "1"), valid, missing, field, column, spec)
-    if nes_type in INTEGER_TYPES:
-        return _accept(candidate, _in_range(candidate, nes_type), missing, field, column, spec)
     return _accept(candidate, candidate.isNotNull(), missing, field, column, spec)
 
 
@@ -297,8 +325,9 @@ def conform(frame: DataFrame, spec: SourceSpec) -> DataFrame:
     for column in spec.schema:
         value = F.col(column["name"])
         valid = F.lit(True)
-        if column["type"] in INTEGER_TYPES:
-            valid = _in_range(value, column["type"])
+        nes_type = canonical_type(column["type"])
+        if nes_type in INTEGER_TYPES and nes_type not in _SAME_RANGE_CARRIERS:
+            valid = _in_range(value, nes_type)
         checked.append(
             _accept(value, valid, value.isNull(), value, column, spec).alias(column["name"])
         )
