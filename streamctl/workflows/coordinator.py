@@ -83,7 +83,6 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
-from temporalio.exceptions import TimeoutError as PassTimeout
 
 with workflow.unsafe.imports_passed_through():
     from temporalio.common import RawValue
@@ -139,11 +138,6 @@ with workflow.unsafe.imports_passed_through():
 PASS_ISOLATION_PATCH = "pass-isolation"
 """Passes end after :data:`PASS_ATTEMPTS` and a failed one is split (older runs retried
 forever): the ``workflow.patched`` id that keeps older histories replaying as they ran."""
-PASS_LOCAL_ACTIVITY_PATCH = "pass-local-activity"
-"""Passes run as local activities (in this worker, recorded as one marker event): no round trip
-through the server's task queues before and after each pass. Older histories replay their
-passes as the activity tasks they were."""
-
 PASS_ATTEMPTS = 4
 CATALOG_OUTAGE_MAX_PAUSE = 60.0
 """Seconds between rounds of a pass whose catalog cannot be reached (1, 2, 4 ... up to this):
@@ -450,16 +444,10 @@ class CoordinatorWorkflow:
         pass_no = self.state.pass_no
         watched = sorted({waiter.query_id for waiter in self.query_waiters})
         outage_rounds = 0
-        local = workflow.patched(PASS_LOCAL_ACTIVITY_PATCH)
         while True:
             started = workflow.now()
             try:
-                run_pass = (
-                    workflow.execute_local_activity_method
-                    if local
-                    else workflow.execute_activity_method
-                )
-                result = await run_pass(
+                result = await workflow.execute_activity_method(
                     CatalogActivities.apply_pass,
                     args=[
                         PassInput(
@@ -487,11 +475,10 @@ class CoordinatorWorkflow:
                     summary=pass_summary(self.state.pass_no, requests, len(events)),
                 )
                 break
-            except (ActivityError, ApplicationError, PassTimeout) as error:
+            except ActivityError as error:
                 if not isolating:
                     raise
-                # A local activity's failure is raised as its cause (no ActivityError around it)
-                cause = error.cause if isinstance(error, ActivityError) else error
+                cause = error.cause
                 if isinstance(cause, ApplicationError) and cause.type == CATALOG_UNAVAILABLE:
                     # A pause between rounds keeps a long outage from filling the history
                     # (each round is a few events; continue-as-new waits for the pass).
@@ -502,7 +489,7 @@ class CoordinatorWorkflow:
                     )
                     await workflow.sleep(pause)
                     continue
-                await self._split_failed_pass(request_batches, events, cause or error)
+                await self._split_failed_pass(request_batches, events, error)
                 return
         self.passes_this_run += 1
         self.state.version = max(self.state.version, result.version)
@@ -532,9 +519,10 @@ class CoordinatorWorkflow:
         self,
         request_batches: list[RequestBatch],
         events: list[PendingMessage],
-        cause: BaseException,
+        error: ActivityError,
     ) -> None:
-        reason = f"{type(cause).__name__}: {cause}"
+        cause = error.cause
+        reason = f"{type(cause).__name__}: {cause}" if cause is not None else str(error)
         parts = halves(request_batches, events)
         workflow.logger.error(
             "pass %d failed for good (%s); %s",
