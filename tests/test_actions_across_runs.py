@@ -15,6 +15,7 @@ import threading
 import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 from conftest import wait_until
@@ -213,28 +214,37 @@ async def create_running_queries(client: CoordinatorClient, count: int) -> list[
     return ids
 
 
+@contextlib.asynccontextmanager
+async def mass_drop(
+    temporal_client: Client, coordinator: Any, count: int
+) -> AsyncIterator[tuple[AgentWithHeldStops, CoordinatorClient, list[int]]]:
+    """``count`` queries RUNNING on an agent whose stops are held, all dropped at once."""
+    agent = AgentWithHeldStops(f"a_{uuid.uuid4().hex[:6]}")
+    client = await coordinator.client().connect()
+    try:
+        async with stand_in_worker(temporal_client, agent, capacity=count):
+            await declare_agent_and_query_parts(client, agent, capacity=count)
+            ids = await create_running_queries(client, count)
+            for query_id in ids:
+                await client.ask(m.DropQuery(query_id))
+            yield agent, client, ids
+    finally:
+        await asyncio.to_thread(client.close)
+
+
 async def test_actions_past_the_bound_wait_their_turn(
     temporal_client, start_coordinator, sqlite_url
 ):
     """The stops of a mass drop are not all pending activities at once (Temporal fails every
     workflow task past 2,000): ``max_actions_under_way`` run, the rest wait and follow."""
     coordinator = await start_coordinator(sqlite_url, CoordinatorConfig(max_actions_under_way=2))
-    agent = AgentWithHeldStops(f"a_{uuid.uuid4().hex[:6]}")
-    client = await coordinator.client().connect()
-    try:
-        async with stand_in_worker(temporal_client, agent, capacity=6):
-            await declare_agent_and_query_parts(client, agent, capacity=6)
-            ids = await create_running_queries(client, 6)
-            for query_id in ids:
-                await client.ask(m.DropQuery(query_id))
-            await wait_until(lambda: agent.stops_at_once == 2, timeout=60)
-            description = await coordinator.handle.describe()
-            assert len(description.raw_description.pending_activities) <= 2
-            agent.release_stops.set()
-            await wait_until(lambda: agent.stopped == set(ids), timeout=60)
-            assert agent.most_stops_at_once == 2
-    finally:
-        await asyncio.to_thread(client.close)
+    async with mass_drop(temporal_client, coordinator, 6) as (agent, _client, ids):
+        await wait_until(lambda: agent.stops_at_once == 2, timeout=60)
+        description = await coordinator.handle.describe()
+        assert len(description.raw_description.pending_activities) <= 2
+        agent.release_stops.set()
+        await wait_until(lambda: agent.stopped == set(ids), timeout=60)
+        assert agent.most_stops_at_once == 2
 
 
 async def test_waiting_actions_are_carried_to_the_next_run(
@@ -245,23 +255,14 @@ async def test_waiting_actions_are_carried_to_the_next_run(
         sqlite_url,
         CoordinatorConfig(max_actions_under_way=1, passes_per_run=4, action_drain_timeout=0.5),
     )
-    agent = AgentWithHeldStops(f"a_{uuid.uuid4().hex[:6]}")
-    client = await coordinator.client().connect()
-    try:
-        async with stand_in_worker(temporal_client, agent, capacity=3):
-            await declare_agent_and_query_parts(client, agent, capacity=3)
-            ids = await create_running_queries(client, 3)
-            first_run = (await coordinator.handle.describe()).run_id
-            for query_id in ids:
-                await client.ask(m.DropQuery(query_id))
-            await wait_until(lambda: agent.stops_at_once == 1, timeout=60)
+    first_run = (await coordinator.handle.describe()).run_id
+    async with mass_drop(temporal_client, coordinator, 3) as (agent, client, ids):
+        await wait_until(lambda: agent.stops_at_once == 1, timeout=60)
 
-            async def run_changed() -> bool:
-                await client.ask(m.ListQueries())
-                return (await coordinator.handle.describe()).run_id != first_run
+        async def run_changed() -> bool:
+            await client.ask(m.ListQueries())
+            return (await coordinator.handle.describe()).run_id != first_run
 
-            await wait_until(run_changed, timeout=60)
-            agent.release_stops.set()
-            await wait_until(lambda: agent.stopped == set(ids), timeout=60)
-    finally:
-        await asyncio.to_thread(client.close)
+        await wait_until(run_changed, timeout=60)
+        agent.release_stops.set()
+        await wait_until(lambda: agent.stopped == set(ids), timeout=60)
