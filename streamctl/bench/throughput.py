@@ -188,34 +188,29 @@ QUERIES: Final = (
 )
 
 
-def _rows(rows: int, seed: int) -> Any:
-    rng = random.Random(seed)
-    for row in range(rows):
-        yield row, rng.randrange(KEYS), rng.random(), row // 10
-
-
 def write_inputs(directory: Path, rows: int, seed: int) -> None:
-    """The input in every format, ``directory/<format>/part-0.<format>``: the same rows."""
+    """The input in every format, ``directory/<format>/part-0.<format>``: the same rows,
+    generated once."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
     for format_ in FORMATS:
         (directory / format_).mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    columns: dict[str, list[Any]] = {"id": [], "k": [], "v": [], "ts": []}
     with (
         (directory / "CSV" / "part-0.csv").open("w", encoding="utf-8") as csv_out,
         (directory / "JSON" / "part-0.json").open("w", encoding="utf-8") as json_out,
     ):
-        for id_, key, value, ts in _rows(rows, seed):
+        for id_ in range(rows):
+            key, value, ts = rng.randrange(KEYS), rng.random(), id_ // 10
             csv_out.write(f"{id_},{key},{value!r},{ts}\n")
             json_out.write(json.dumps({"id": id_, "k": key, "v": value, "ts": ts}) + "\n")
-    import pyarrow as pa  # type: ignore[import-untyped]
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
-
-    ids, keys, values, times = zip(*_rows(rows, seed), strict=True) if rows else ((),) * 4
+            for name, item in zip(columns, (id_, key, value, ts), strict=True):
+                columns[name].append(item)
+    parquet_types = {"id": pa.uint64(), "k": pa.int32(), "v": pa.float64(), "ts": pa.uint64()}
     table = pa.table(
-        {
-            "id": pa.array(ids, pa.uint64()),
-            "k": pa.array(keys, pa.int32()),
-            "v": pa.array(values, pa.float64()),
-            "ts": pa.array(times, pa.uint64()),
-        }
+        {name: pa.array(items, parquet_types[name]) for name, items in columns.items()}
     )
     pq.write_table(table, directory / "PARQUET" / "part-0.parquet")
 
