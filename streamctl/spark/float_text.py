@@ -15,10 +15,13 @@ are computed from the double with exact arithmetic only:
   arithmetic, which the JVM guarantees. It rounds to nearest, ties to even, exactly:
   ``rint(p)``, unless ``p`` is a half-integer, where the sign of ``e`` decides and only
   ``e == 0`` is a tie;
-* ``ip`` below ``2**63`` is a ``long``; at or above, the value is an integer whose digits come
-  from a vectorised Python function (:mod:`streamctl.spark.huge_floats`) that gets NULL for
-  every other row (Spark's higher-order functions could multiply them out, but cost every row
-  even in a branch never taken).
+* ``ip`` below ``2**63`` is a ``long``; at or above, the value is an integer (every double
+  that large is), and its exact digits are the JVM's own: ``scala.math.BigDecimal.exact``
+  (the binary value, not the shortest decimal form) called through Spark's ``reflect``, in a
+  ``CASE`` branch only such rows take. No Python on the data path: a vectorised Python
+  function here made Spark ship every row of the sink through a Python worker, and Spark's
+  higher-order functions could multiply the digits out but cost every row even in a branch
+  never taken.
 
 A FLOAT32 value is widened to double first (exact), as the Python formatter does.
 
@@ -44,6 +47,9 @@ if TYPE_CHECKING:
 __all__ = ["with_float_texts"]
 
 _SPLITTER: Final = 134217729.0  # 2**27 + 1: Veltkamp's split of a double into 26-bit halves
+_EXACT_DECIMAL: Final = ("scala.math.BigDecimal", "exact")
+"""A static JVM method (Scala's companion forwarder) from a double to the exact decimal value of
+its binary form; its ``toString`` of an integer-valued double is the plain digits."""
 _MICRO: Final = 1e6  # exact in a double, 14 significant bits: its Veltkamp split is (1e6, 0)
 
 
@@ -52,9 +58,6 @@ def with_float_texts(df: DataFrame, columns: list[str], prefix: str) -> tuple[Da
     its NES text, NULL where the value is NULL. Returns the frame and the text columns' names
     (``prefix`` + an index; the helper columns of the stages are dropped again)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.functions import pandas_udf  # type: ignore[attr-defined]
-
-    from streamctl.spark.huge_floats import huge_integer_digits
 
     if not columns:
         return df, []
@@ -108,16 +111,11 @@ def with_float_texts(df: DataFrame, columns: list[str], prefix: str) -> tuple[Da
         },
     )
     frame = stage(frame, {"micro": _round_half_even(h)})
-    big_digits = pandas_udf(huge_integer_digits, "string")  # type: ignore[call-overload]
-    frame = stage(
-        frame,
-        {"big": lambda i: big_digits(F.when(h(i, "a") >= F.lit(2.0**63), h(i, "a")))},
-    )
     frame = stage(
         frame,
         {
             "int": lambda i: F.when(h(i, "a") < F.lit(2.0**63), _small_integer(h, i)).otherwise(
-                h(i, "big")
+                _huge_integer(h, i)
             ),
             # the six decimals without their trailing zeros ("" for none)
             "frac": lambda i: F.expr(
@@ -155,6 +153,16 @@ def _small_integer(h: Helper, i: int) -> Column:
 
     ip = (h(i, "a") - h(i, "fp")).cast("long")
     return (ip + (h(i, "micro") == F.lit(1_000_000)).cast("long")).cast("string")
+
+
+def _huge_integer(h: Helper, i: int) -> Column:
+    """The digits of an integer-valued double at or above ``2**63``: its exact binary value.
+
+    ``reflect`` evaluates row by row inside the JVM (no code generation), and only where the
+    ``CASE`` around it takes this branch."""
+    from pyspark.sql import functions as F
+
+    return F.call_function("reflect", F.lit(_EXACT_DECIMAL[0]), F.lit(_EXACT_DECIMAL[1]), h(i, "a"))
 
 
 def _round_half_even(h: Helper) -> Callable[[int], Column]:

@@ -67,7 +67,7 @@ def parse_lines(
     from pyspark.sql import functions as F
 
     options = {**spec.config, **(parser or {})}
-    lines = lines.where(F.length(F.col("value")) > 0)
+    lines = lines.where(F.col("value") != F.lit(""))  # not length(): it counts characters
     if options["format"] == "JSON":
         return _typed_fields(_json_fields(lines, spec), spec, csv=False, quoted=False)
     delimiter = java_regex_literal(options["field_delimiter"])
@@ -169,9 +169,16 @@ def _accept(
     )
 
 
-_INTEGER_TEXT: Final = r"^-?[0-9]+$"
-_UNSIGNED_TEXT: Final = r"^[0-9]+$"
-_FLOAT_TEXT: Final = r"(?i)^-?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[-+]?[0-9]+)?|inf|infinity|nan)$"
+# Number texts as NES takes them, with the white space around them (Java's ``\s`` is exactly
+# :data:`_BLANKS`): numbers are matched and cast untrimmed, since Spark's casts skip the blanks
+# themselves and trimming a set of characters costs more than the parse (``\z``: the end of
+# the text, not before a final line terminator as ``$``).
+_INTEGER_TEXT: Final = r"^\s*-?[0-9]+\s*\z"
+_UNSIGNED_TEXT: Final = r"^\s*[0-9]+\s*\z"
+_FLOAT_TEXT: Final = (
+    r"(?i)^\s*-?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[-+]?[0-9]+)?|inf|infinity|nan)\s*\z"
+)
+_NEGATIVE_NAN: Final = r"(?i)^\s*-nan\s*\z"
 
 
 _SAME_RANGE_CARRIERS: Final = frozenset({"INT8", "INT16", "INT32", "INT64"})
@@ -193,11 +200,13 @@ def _in_range(number: Column, nes_type: str) -> Column:
 
 def _integer(text: Column, nes_type: str) -> Column:
     """The integer ``text`` stands for in the column's Spark type, or NULL where it is not one
-    of ``nes_type`` (not ``-?[0-9]+``, unsigned without a sign, or out of range).
+    of ``nes_type`` (not ``-?[0-9]+`` between white space, unsigned without a sign, or out of
+    range).
 
     Parsed as ``BIGINT`` (``try_cast``: NULL past 64 bits), never as a decimal, except the
-    rare ``UINT64`` text of more than 18 digits; the regular expression makes the text exactly
-    what NES accepts (``try_cast`` alone would take ``+5``)."""
+    rare ``UINT64`` text of more than 18 characters; the regular expression makes the text
+    exactly what NES accepts (``try_cast`` alone would take ``+5`` or control characters
+    around the digits)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DecimalType
 
@@ -206,7 +215,9 @@ def _integer(text: Column, nes_type: str) -> Column:
         carrier = DecimalType(20, 0)
         short = text.try_cast("bigint").cast(carrier)
         wide = text.try_cast(carrier)  # NULL past 20 digits
-        value = F.when(F.length(text) <= _LONG_DIGITS, short).when(_in_range(wide, nes_type), wide)
+        # bytes, not characters (no count): the syntax leaves only ASCII digits and blanks
+        value = F.when(F.octet_length(text) <= _LONG_DIGITS, short)
+        value = value.when(_in_range(wide, nes_type), wide)
         return F.when(syntax, value)
     number = F.when(syntax, text.try_cast("bigint"))
     if nes_type != "INT64":
@@ -266,18 +277,21 @@ def _typed_fields(raw: DataFrame, spec: SourceSpec, *, csv: bool, quoted: bool) 
 
 
 def _field_text(field: Column, column: Mapping[str, Any], *, csv: bool, quoted: bool) -> Column:
-    """A field's text to parse: without quotes, trimmed unless ``VARSIZED``."""
+    """A field's text to parse: without quotes, trimmed unless ``VARSIZED`` or a number (whose
+    syntax takes the white space around it)."""
     from pyspark.sql import functions as F
 
     nes_type = canonical_type(column["type"])
     text = _unquoted(field) if quoted else field
     if nes_type == "VARSIZED":
         return text
-    trimmed = F.btrim(text, F.lit(_BLANKS))
-    if not csv and nes_type in ("FLOAT32", "FLOAT64"):
+    if nes_type in ("FLOAT32", "FLOAT64") and not csv:
         # Spark's JSON parser hands JSON's non-numeric numbers back quoted
-        trimmed = F.regexp_replace(trimmed, r'(?i)^"(-?(?:infinity|nan))"$', "$1")
-    return trimmed
+        trimmed = F.btrim(text, F.lit(_BLANKS))
+        return F.regexp_replace(trimmed, r'(?i)^"(-?(?:infinity|nan))"$', "$1")
+    if nes_type in INTEGER_TYPES or nes_type in ("FLOAT32", "FLOAT64"):
+        return text  # matched with its white space (_INTEGER_TEXT, _FLOAT_TEXT)
+    return F.btrim(text, F.lit(_BLANKS))
 
 
 def _candidate(text: Column, column: Mapping[str, Any]) -> Column:
@@ -292,7 +306,11 @@ def _candidate(text: Column, column: Mapping[str, Any]) -> Column:
     if nes_type in INTEGER_TYPES:
         return _integer(text, nes_type)
     if nes_type in ("FLOAT32", "FLOAT64"):
-        return F.when(text.rlike(_FLOAT_TEXT), text).try_cast(spark_type(nes_type))
+        target = spark_type(nes_type)
+        # Spark's cast reads every other form of the syntax, but not "-nan" (C's strtod does)
+        negative_nan = F.when(text.rlike(_NEGATIVE_NAN), F.lit(float("nan")).cast(target))
+        value = F.coalesce(text.try_cast(target), negative_nan)
+        return F.when(text.rlike(_FLOAT_TEXT), value)
     return text
 
 
