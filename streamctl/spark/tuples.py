@@ -29,7 +29,10 @@ docs leave open, decided as a NES user expects and stated here:
   (white space only) numeric field are errors naming source, column and value.
 * JSON: each tuple is one JSON object (anything else fails the query). Keys match column names
   exactly or else ignoring case (NES upper-cases unquoted identifiers: ``ts UINT64`` is column
-  ``TS`` and reads the key ``"ts"``); two keys differing only in case fail the query. A value
+  ``TS`` and reads the key ``"ts"``); two keys differing only in case fail the query where no
+  key matches exactly. A key given twice (which JSON leaves undefined) is the last one where
+  every column's key is present exactly with a value of its type (the typed parse of
+  :func:`_json_columns`), and fails the query otherwise. A value
   is taken as its text -- a string's characters, a number or boolean as written, a nested
   object or array as its JSON text -- and parsed by the CSV rules of its column's type: a
   nested value in a ``VARSIZED`` column is its JSON text, in any other column malformed; a
@@ -69,7 +72,7 @@ def parse_lines(
     options = {**spec.config, **(parser or {})}
     lines = lines.where(F.col("value") != F.lit(""))  # not length(): it counts characters
     if options["format"] == "JSON":
-        return _typed_fields(_json_fields(lines, spec), spec, csv=False, quoted=False)
+        return _json_columns(lines, spec)
     delimiter = java_regex_literal(options["field_delimiter"])
     fields = F.split(F.col("value"), delimiter, -1)
     if options["allow_delimiter_in_quotes"]:
@@ -96,40 +99,107 @@ def parse_lines(
     return _typed_fields(raw, spec, csv=True, quoted=quoted)
 
 
-def _json_fields(lines: DataFrame, spec: SourceSpec) -> DataFrame:
-    """Column ``_f<i>``: the text of column i's key (module docstring); NULL if null/missing."""
+def _json_columns(lines: DataFrame, spec: SourceSpec) -> DataFrame:
+    """Typed columns from JSON tuples, in two ways that give the same values (module
+    docstring): a typed parse by Spark's JSON reader where it can (every column's key present
+    exactly, with a value of its type), and the general rules for the other tuples.
+
+    The typed parse (``from_json`` to a struct, PERMISSIVE: a tuple with anything it does not
+    read as the struct's types is all NULL) reads integers as ``BIGINT`` and ``FLOAT64`` as
+    ``DOUBLE`` straight from the JSON number, without the text Spark would write back for a
+    number in a string field; other types as text. A tuple takes it when every value it gives
+    is present and in range (``_complete``); any other tuple (a missing, null or differently
+    cased key, a number in a string, a value out of range, not an object) is parsed by the
+    general rules, which are evaluated for those tuples only. Non-numeric numbers (``NaN``)
+    are not read by the typed parse (``allowNonNumericNumbers``), so ``"+INF"`` in a string
+    is not taken for infinity there.
+    """
+    from pyspark.sql import functions as F
+
+    names = [str(column["name"]) for column in spec.schema]
+    if len({name.upper() for name in names}) != len(names):
+        # struct fields differing only in case cannot be told apart by Spark's resolution
+        return _typed_fields(_json_fields(lines, spec), spec, csv=False, quoted=False)
+    schema = ", ".join(
+        f"`{name.replace('`', '``')}` {_json_typed_parse(column)}"
+        for name, column in zip(names, spec.schema, strict=True)
+    )
+    options = {"mode": "PERMISSIVE", "allowNonNumericNumbers": "false"}
+    typed = lines.select(F.col("value"), F.from_json(F.col("value"), schema, options).alias("_j"))
+    fields = [F.col("_j").getField(name) for name in names]
+    complete = F.lit(True)
+    for field, column in zip(fields, spec.schema, strict=True):
+        complete = complete & field.isNotNull()
+        nes_type = canonical_type(column["type"])
+        if nes_type in INTEGER_TYPES and nes_type != "INT64":
+            low, high = integer_range(nes_type)
+            complete = complete & field.between(F.lit(low), F.lit(min(high, 2**63 - 1)))
+    checked = typed.select(
+        F.col("value"),
+        *(field.alias(f"_j{i}") for i, field in enumerate(fields)),
+        complete.alias("_complete"),
+    )
+    fast: dict[int, Column] = {}
+    for i, column in enumerate(spec.schema):
+        if _json_typed_parse(column) != "STRING":
+            fast[i] = F.col(f"_j{i}").cast(spark_type(column["type"]))
+    return _typed_fields(
+        _json_fields(checked, spec, typed=len(spec.schema)),
+        spec,
+        csv=False,
+        quoted=False,
+        fast=fast,
+    )
+
+
+def _json_typed_parse(column: Mapping[str, Any]) -> str:
+    """The Spark type a column's value is read as by the typed JSON parse."""
+    nes_type = canonical_type(column["type"])
+    if nes_type in INTEGER_TYPES:
+        return "BIGINT"
+    if nes_type == "FLOAT64":
+        return "DOUBLE"
+    # FLOAT32 as text: a double rounded to a float is not always the float nearest the text
+    return "STRING"
+
+
+def _json_fields(lines: DataFrame, spec: SourceSpec, typed: int = 0) -> DataFrame:
+    """Column ``_f<i>``: the text of column i's key (module docstring); NULL if null/missing.
+
+    With ``typed`` (the typed parse's columns ``_j<i>``, ``_complete``: :func:`_json_columns`),
+    a complete tuple's texts are the typed parse's texts, and the general parse runs for the
+    other tuples only; those columns are carried along."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import MapType, StringType
 
+    carried = [f"_j{i}" for i in range(typed)] + (["_complete"] if typed else [])
     text_map = MapType(StringType(), StringType())
     parsed = F.from_json(F.col("value"), text_map, {"mode": "FAILFAST"})
-    objects = lines.select(
-        F.when(parsed.isNotNull(), parsed)
-        .otherwise(
-            F.raise_error(
-                F.concat(
-                    F.lit(f"source {spec.id}: not a JSON object: '"), F.col("value"), F.lit("'")
-                )
-            ).cast(text_map)
-        )
-        .alias("_m")
+    general = F.when(parsed.isNotNull(), parsed).otherwise(
+        F.raise_error(
+            F.concat(F.lit(f"source {spec.id}: not a JSON object: '"), F.col("value"), F.lit("'"))
+        ).cast(text_map)
     )
+    if typed:
+        general = F.when(~F.col("_complete"), general)
+    objects = lines.select(*carried, general.alias("_m"))
     # Keys match column names exactly or, failing that, ignoring case (NES upper-cases
     # unquoted identifiers, so `ts UINT64` is column TS and reads the key "ts").
     keyed = objects.select(
-        F.col("_m"), F.transform_keys(F.col("_m"), lambda key, _: F.upper(key)).alias("_u")
+        *carried,
+        F.col("_m"),
+        F.transform_keys(F.col("_m"), lambda key, _: F.upper(key)).alias("_u"),
     )
-    return keyed.select(
-        *(
-            F.when(
-                F.map_contains_key(F.col("_m"), F.lit(column["name"])),
-                F.try_element_at(F.col("_m"), F.lit(column["name"])),
-            )
-            .otherwise(F.try_element_at(F.col("_u"), F.lit(str(column["name"]).upper())))
-            .alias(f"_f{position}")
-            for position, column in enumerate(spec.schema)
-        )
-    )
+    texts = []
+    for position, column in enumerate(spec.schema):
+        text = F.when(
+            F.map_contains_key(F.col("_m"), F.lit(column["name"])),
+            F.try_element_at(F.col("_m"), F.lit(column["name"])),
+        ).otherwise(F.try_element_at(F.col("_u"), F.lit(str(column["name"]).upper())))
+        if typed and _json_typed_parse(column) == "STRING":
+            text = F.when(F.col("_complete"), F.col(f"_j{position}")).otherwise(text)
+        texts.append(text.alias(f"_f{position}"))
+    return keyed.select(*carried, *texts)
 
 
 def _invalid(spec: SourceSpec, column: Mapping[str, Any], raw: Column, why: str) -> Column:
@@ -243,16 +313,29 @@ def _unquoted(field: Column) -> Column:
     return F.when(quoted, inner).otherwise(field)
 
 
-def _typed_fields(raw: DataFrame, spec: SourceSpec, *, csv: bool, quoted: bool) -> DataFrame:
+def _typed_fields(
+    raw: DataFrame,
+    spec: SourceSpec,
+    *,
+    csv: bool,
+    quoted: bool,
+    fast: Mapping[int, Column] | None = None,
+) -> DataFrame:
     """Typed columns from raw field texts ``_f<i>``, in three projections so that each
     expression runs once per field (Spark keeps a projection apart where collapsing it would
     repeat a costly expression): the cleaned texts ``_t<i>``, then each text's candidate
     value ``_c<i>`` (NULL where the text is not of the column's type), then the checked values.
+
+    ``fast``: values of columns already typed (over columns of ``raw``), taken where ``raw``'s
+    ``_complete`` holds; the text is parsed only where it does not.
     """
     from pyspark.sql import functions as F
 
+    fast = fast or {}
     count = len(spec.schema)
+    carried = [F.col(c) for c in raw.columns if not c.startswith("_f")]
     cleaned = raw.select(
+        *carried,
         *(F.col(f"_f{i}") for i in range(count)),
         *(
             _field_text(F.col(f"_f{i}"), column, csv=csv, quoted=quoted).alias(f"_t{i}")
@@ -260,20 +343,20 @@ def _typed_fields(raw: DataFrame, spec: SourceSpec, *, csv: bool, quoted: bool) 
         ),
     )
     candidates = cleaned.select(
+        *carried,
         *(F.col(f"_f{i}") for i in range(count)),
         *(
             _candidate(F.col(f"_t{i}"), column).alias(f"_c{i}")
             for i, column in enumerate(spec.schema)
         ),
     )
-    return candidates.select(
-        *(
-            _parse_field(F.col(f"_f{i}"), F.col(f"_c{i}"), column, spec, csv=csv).alias(
-                column["name"]
-            )
-            for i, column in enumerate(spec.schema)
-        )
-    )
+    values = []
+    for i, column in enumerate(spec.schema):
+        value = _parse_field(F.col(f"_f{i}"), F.col(f"_c{i}"), column, spec, csv=csv)
+        if i in fast:
+            value = F.when(F.col("_complete"), fast[i]).otherwise(value)
+        values.append(value.alias(column["name"]))
+    return candidates.select(*values)
 
 
 def _field_text(field: Column, column: Mapping[str, Any], *, csv: bool, quoted: bool) -> Column:
