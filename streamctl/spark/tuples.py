@@ -48,7 +48,13 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
-from streamctl.nes_types import INTEGER_TYPES, UNSIGNED_TYPES, canonical_type, integer_range
+from streamctl.nes_types import (
+    FLOAT_TYPES,
+    INTEGER_TYPES,
+    UNSIGNED_TYPES,
+    canonical_type,
+    integer_range,
+)
 from streamctl.spark.specs import SourceSpec
 from streamctl.spark.types import spark_type
 
@@ -131,9 +137,10 @@ def _json_columns(lines: DataFrame, spec: SourceSpec) -> DataFrame:
     for field, column in zip(fields, spec.schema, strict=True):
         complete = complete & field.isNotNull()
         nes_type = canonical_type(column["type"])
-        if nes_type in INTEGER_TYPES and nes_type != "INT64":
-            low, high = integer_range(nes_type)
-            complete = complete & field.between(F.lit(low), F.lit(min(high, 2**63 - 1)))
+        if nes_type == "UINT64":  # a BIGINT here: at most 2**63 - 1 already
+            complete = complete & (field >= F.lit(0))
+        elif nes_type in INTEGER_TYPES and nes_type not in _SAME_RANGE_CARRIERS:
+            complete = complete & _in_range(field, nes_type)
     checked = typed.select(
         F.col("value"),
         *(field.alias(f"_j{i}") for i, field in enumerate(fields)),
@@ -368,11 +375,11 @@ def _field_text(field: Column, column: Mapping[str, Any], *, csv: bool, quoted: 
     text = _unquoted(field) if quoted else field
     if nes_type == "VARSIZED":
         return text
-    if nes_type in ("FLOAT32", "FLOAT64") and not csv:
+    if nes_type in FLOAT_TYPES and not csv:
         # Spark's JSON parser hands JSON's non-numeric numbers back quoted
         trimmed = F.btrim(text, F.lit(_BLANKS))
         return F.regexp_replace(trimmed, r'(?i)^"(-?(?:infinity|nan))"$', "$1")
-    if nes_type in INTEGER_TYPES or nes_type in ("FLOAT32", "FLOAT64"):
+    if nes_type in INTEGER_TYPES or nes_type in FLOAT_TYPES:
         return text  # matched with its white space (_INTEGER_TEXT, _FLOAT_TEXT)
     return F.btrim(text, F.lit(_BLANKS))
 
@@ -388,7 +395,7 @@ def _candidate(text: Column, column: Mapping[str, Any]) -> Column:
         return F.lower(text)
     if nes_type in INTEGER_TYPES:
         return _integer(text, nes_type)
-    if nes_type in ("FLOAT32", "FLOAT64"):
+    if nes_type in FLOAT_TYPES:
         target = spark_type(nes_type)
         # Spark's cast reads every other form of the syntax, but not "-nan" (C's strtod does)
         negative_nan = F.when(text.rlike(_NEGATIVE_NAN), F.lit(float("nan")).cast(target))
