@@ -253,16 +253,22 @@ async def _failover(
     gone = set(victims)
     started = time.monotonic()
 
+    async def all_dead() -> bool:
+        workers = await client.list_all(m.ListWorkers())
+        return all(w["state"] == "DEAD" for w in workers if w["name"] in gone)
+
     async def all_elsewhere() -> bool:
         listed = await client.list_all(m.ListQueries())
         states = {q["id"]: (q["current_state"], q["worker"]) for q in listed if q["id"] in moved}
         return all(s == "RUNNING" and w not in gone for s, w in states.values())
 
+    dead_s = await _wait(all_dead, 600, "every killed agent DEAD")
     await _wait(all_elsewhere, 600, "every query of the killed agents RUNNING elsewhere")
     listed = await client.list_all(m.ListQueries())
     return {
         "killed_agents": len(victims),
         "queries_moved": len(moved),
+        "seconds_until_dead": dead_s,
         "seconds_until_running_elsewhere": round(time.monotonic() - started, 1),
         "states_after": dict(Counter(q["current_state"] for q in listed)),
     }

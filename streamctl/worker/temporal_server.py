@@ -25,6 +25,14 @@ from streamctl.workflows.wire import connect
 
 MAX_INFLIGHT_UPDATES = 64
 TIMER_MAX_TIME_SHIFT = "10ms"
+MAX_BUFFERED_EVENTS = 10_000
+"""Events (signals, activity outcomes) the server holds for a workflow while one of its workflow
+tasks runs. Past Temporal's default of 100 it fails that task (``FORCE_CLOSE_COMMAND``) and the
+worker, which lost its cached run, replays the run's whole history in the next one; while that
+replay takes long enough for another 100 to arrive, no task of the coordinator completes again
+(measured: ``bench scale``'s 1,000 start outcomes plus 500 agents' signals wedged it for good,
+the signals past Temporal's per-run limit dropped). Buffered bytes keep their own limit
+(``history.maximumBufferedEventsSizeInBytes``, 2 MB)."""
 
 
 def temporal_binary() -> str:
@@ -82,6 +90,8 @@ def dev_server_command(
         # matching, twice per pass (measured: an idle request 88 ms at 20, 36 ms at 1000).
         "--dynamic-config-value",
         "history.transferProcessorMaxPollRPS=1000",
+        "--dynamic-config-value",
+        f"history.maximumBufferedEventsBatch={MAX_BUFFERED_EVENTS}",
         *dev_server_arguments(),
     ]
     if headless or ui_port is None:

@@ -1,0 +1,62 @@
+"""A burst of events from many senders at once: none is lost and no workflow task fails.
+
+Every sender signals on its own (a real deployment's agents each hold their own client, so
+their events cannot share a signal). While one of the coordinator's workflow tasks runs, the
+Temporal server holds the signals that arrive; past ``history.maximumBufferedEventsBatch``
+(default 100) it fails that task (``FORCE_CLOSE_COMMAND``) and the worker replays the run, which
+at scale never completed again (``bench scale`` wedged the coordinator for good). The embedded
+server raises the limit (``streamctl.worker.temporal_server.MAX_BUFFERED_EVENTS``); with the
+default this test sees failed workflow tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from streamctl.workflows import messages as m
+from conftest import wait_until
+
+SENDERS = 1500
+
+
+async def _failed_workflow_tasks(client: Client, workflow_id: str) -> list[str]:
+    failures: list[str] = []
+    async for execution in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
+        handle = client.get_workflow_handle(workflow_id, run_id=execution.run_id)
+        async for event in handle.fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                cause = event.workflow_task_failed_event_attributes.cause
+                failures.append(f"run {execution.run_id} event {event.event_id}: cause {cause}")
+    return failures
+
+
+async def test_a_burst_of_signals_from_many_senders_fails_no_workflow_task(
+    start_coordinator: Callable[..., Any], sqlite_url: str, temporal_client: Client
+) -> None:
+    coordinator = await start_coordinator(sqlite_url)
+    client = await coordinator.client().connect()
+    try:
+        tag = uuid.uuid4().hex[:6]
+        names = [f"burst_{tag}_{index}" for index in range(SENDERS)]
+
+        async def send(name: str) -> None:
+            register = m.RegisterWorker(name, 1, f"agent.{name}")
+            batch = m.EventBatch(f"sender-{name}", 1, [register.to_envelope(uuid.uuid4().hex)])
+            await coordinator.handle.signal("events", batch)
+
+        await asyncio.gather(*(send(name) for name in names))
+
+        async def all_registered() -> bool:
+            workers = await client.list_all(m.ListWorkers())
+            return {w["name"] for w in workers} >= set(names)
+
+        await wait_until(all_registered, timeout=120, interval=0.5)
+        assert await _failed_workflow_tasks(temporal_client, coordinator.workflow_id) == []
+    finally:
+        await asyncio.to_thread(client.close)
