@@ -16,11 +16,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from conftest import wait_until
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from streamctl.workflows import messages as m
-from conftest import wait_until
 
 SENDERS = 1500
 
