@@ -635,7 +635,17 @@ class CoordinatorWorkflow:
             self._start_action(self.actions_waiting.pop(0))
 
     def _action_room(self) -> int:
-        """How many more start actions the next pass may decide (``PassInput.action_room``)."""
+        """How many more start actions the next pass may decide (``PassInput.action_room``).
+
+        None while the run drains for continue-as-new: its actions under way then end instead
+        of being replaced, so the next run carries (and starts again) few of them. Carrying a
+        thousand starts made both workflow tasks around continue-as-new take seconds (every
+        payload encoded, the activities scheduled again), and a signal that arrives during
+        the closing one makes Temporal refuse it: under a steady stream of events the run
+        never ended (``bench scale``). The queries wait for the next run's first pass. A
+        replay takes the passes' results from history, so older histories are unaffected."""
+        if self.draining:
+            return 0
         taken = len(self.actions_under_way) + len(self.actions_waiting)
         return max(0, self.state.config.max_actions_under_way - taken)
 
