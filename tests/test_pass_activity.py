@@ -11,6 +11,8 @@ import json
 from typing import Any
 
 from catalog_tools import dump
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from streamctl.activities.passes import CatalogWork
 from streamctl.client.outbox import new_id
@@ -126,3 +128,78 @@ def test_the_agents_reports_read_their_queries_in_bulk(catalog_url):
     few = _statements_of_a_statistics_pass(catalog_url, 5, 2)
     many = _statements_of_a_statistics_pass(catalog_url, 200, 3)
     assert many <= few + 2, f"{many} statements for 200 queries' reports, {few} for 5"
+
+
+CAPACITIES = {"w1": 1, "w2": 2, "w3": 3}
+QUERIES = 8
+
+
+def _active_per_agent(catalog_url: str) -> dict[str, int]:
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from streamctl.catalog.models import Query
+    from streamctl.catalog.store import create_catalog_engine
+    from streamctl.lifecycle.queries import ACTIVE_STATES
+
+    engine = create_catalog_engine(catalog_url)
+    try:
+        with Session(engine) as session:
+            rows = session.execute(select(Query.worker, Query.current_state)).all()
+    finally:
+        engine.dispose()
+    counts: dict[str, int] = {}
+    for worker, state in rows:
+        if worker is not None and state in ACTIVE_STATES:
+            counts[worker] = counts.get(worker, 0) + 1
+    return counts
+
+
+_agents = st.sampled_from(sorted(CAPACITIES))
+_query_ids = st.integers(1, QUERIES)
+_pass_messages = st.lists(
+    st.one_of(
+        st.builds(
+            lambda q, s, a, r: ("event", m.QueryStatusChanged(q, s, agent=a, run=r)),
+            _query_ids,
+            st.sampled_from(["RUNNING", "STOPPED", "CRASHED", "FINISHED"]),
+            _agents,
+            st.integers(1, 3),
+        ),
+        st.builds(lambda a: ("event", m.UnregisterWorker(a)), _agents),
+        st.builds(lambda a: ("event", m.RegisterWorker(a, CAPACITIES[a])), _agents),
+        st.builds(lambda q: ("request", m.StartQuery(q)), _query_ids),
+        st.builds(lambda q: ("request", m.StopQuery(q)), _query_ids),
+        st.builds(lambda q: ("request", m.DropQuery(q)), _query_ids),
+    ),
+    max_size=12,
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(passes=st.lists(_pass_messages, min_size=1, max_size=3))
+def test_no_pass_places_more_queries_on_an_agent_than_it_can_take(tmp_path, passes):
+    """Whatever the agents report and users ask within a pass (starts, stops, drops, crashes,
+    agents leaving and coming back), placement never gives an agent more active queries than
+    its capacity: the pass counts each agent's active queries once and keeps the counts as
+    its queries move (``PassContext.active_by_agent``)."""
+    sqlite_url = f"sqlite:///{tmp_path / new_id()}.db"  # a fresh catalog per example
+    activities = CatalogWork(sqlite_url)
+    setup = [
+        m.CreateLogicalSource("ticks", SCHEMA),
+        m.CreatePhysicalSource("ticks", "File", {"file_path": "a"}),
+        m.CreateSink("out", SCHEMA, "Void"),
+        *(m.CreateQuery(f"SELECT id FROM ticks WHERE id > {n} INTO out") for n in range(QUERIES)),
+    ]
+    agents = tuple(m.RegisterWorker(name, capacity) for name, capacity in CAPACITIES.items())
+    assert set(codes(run_pass(activities, 1, setup, agents))) == {"ok"}
+    for pass_no, messages in enumerate(passes, start=2):
+        requests = [message for kind, message in messages if kind == "request"]
+        events = tuple(message for kind, message in messages if kind == "event")
+        run_pass(activities, pass_no, requests, events)  # type: ignore[arg-type]
+        active = _active_per_agent(sqlite_url)
+        assert all(active.get(name, 0) <= capacity for name, capacity in CAPACITIES.items()), (
+            f"pass {pass_no}: {active}"
+        )

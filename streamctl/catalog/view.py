@@ -322,6 +322,20 @@ class CatalogView:
             self._query_sources.setdefault(query_id, set()).add(name)
             self._new_query_sources.append((query_id, name))
 
+    def load_sources_of_queries(self, query_ids: Iterable[int]) -> None:
+        """Read the logical sources of many queries at once (for :meth:`sources_of_query`)."""
+        missing = sorted({qid for qid in query_ids if qid not in self._query_sources})
+        for chunk in key_chunks(self.session, missing):
+            for qid in chunk:
+                self._query_sources[qid] = set()
+            links = self.session.execute(
+                select(QuerySource.query_id, QuerySource.logical_source).where(
+                    one_of(self.session, QuerySource.query_id, chunk)
+                )
+            )
+            for query_id, source in links:
+                self._query_sources[query_id].add(source)
+
     def sources_of_query(self, query_id: int) -> list[str]:
         """The logical sources a query reads (loaded on first use)."""
         if query_id not in self._query_sources:

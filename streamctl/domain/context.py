@@ -3,13 +3,14 @@ current message changed (for the changelog) or asked agents to do (actions)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from streamctl.catalog.rows import EntityRow
+from streamctl.catalog.rows import EntityRow, QueryRow
 from streamctl.catalog.view import CatalogView
 from streamctl.compact_json import dumps_bytes
 from streamctl.lifecycle.agents import LivenessPolicy
-from streamctl.lifecycle.queries import RestartPolicy
+from streamctl.lifecycle.queries import ACTIVE_STATES, RestartPolicy
 from streamctl.limits import MAX_PASS_ACTION_BYTES
 from streamctl.workflows.actions import AgentAction
 
@@ -48,6 +49,11 @@ class PassContext:
     more_to_start: bool = False
     """Queries were left waiting because this pass's start actions reached their bound; the
     pass asks the workflow for another one at once."""
+    _active_view: CatalogView | None = field(default=None, repr=False)
+    _active: dict[str, int] = field(default_factory=dict, repr=False)
+    _counted: dict[int, str] = field(default_factory=dict, repr=False)
+    """:meth:`active_by_agent`'s counts, the view they were counted on, and the agent each
+    active query is counted on."""
     start_room: int | None = None
     """How many start actions the workflow takes from this pass (``PassInput.action_room``);
     queries past it wait for the passes its running actions' outcomes bring."""
@@ -74,3 +80,32 @@ class PassContext:
     def stamp(self, row: EntityRow) -> None:
         """Mark ``row`` as changed by this pass's snapshot version."""
         row.updated_version = self.view.version
+        if isinstance(row, QueryRow) and self._active_view is self.view:
+            self._count_active(row)
+
+    def active_by_agent(self) -> Mapping[str, int]:
+        """Active queries (:data:`ACTIVE_STATES`) per agent, as this pass has left them.
+
+        Counted once per view and then kept up to date by :meth:`stamp` (every transition of
+        a query is stamped), so placing a thousand queries in one pass does not count ten
+        thousand active ones a thousand times (a failover in ``bench scale``)."""
+        if self._active_view is not self.view:  # the first use, or the view was read again
+            self._active = {}
+            self._counted = {}
+            self._active_view = self.view
+            for row in self.view.queries_in_states(ACTIVE_STATES):
+                self._count_active(row)
+        return self._active
+
+    def dropped(self, row: QueryRow) -> None:
+        """``row`` left the catalog in this pass: it no longer takes a slot."""
+        if self._active_view is self.view:
+            self._count_active(row, present=False)
+
+    def _count_active(self, row: QueryRow, *, present: bool = True) -> None:
+        counted = self._counted.pop(row.id, None)
+        if counted is not None:
+            self._active[counted] -= 1
+        if present and row.current_state in ACTIVE_STATES and row.worker is not None:
+            self._counted[row.id] = row.worker
+            self._active[row.worker] = self._active.get(row.worker, 0) + 1

@@ -38,7 +38,6 @@ from streamctl.domain.listing import listing
 from streamctl.error_codes import INVALID_STATEMENT, ErrorCode
 from streamctl.lifecycle import queries as lifecycle
 from streamctl.lifecycle.queries import (
-    ACTIVE_STATES,
     QueryState,
     QueryTrigger,
     can_transition,
@@ -48,7 +47,7 @@ from streamctl.planner.binder import BoundQuery, bind_query
 from streamctl.planner.catalog_lookup import LogicalSourceInfo, SinkInfo
 from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
-from streamctl.planner.placement import AgentSlots, Placement, count_active, place
+from streamctl.planner.placement import AgentSlots, Placement, place
 from streamctl.planner.reoptimization import track_lag
 from streamctl.secret_options import redact_statement
 from streamctl.workflows import answers
@@ -248,6 +247,7 @@ def drop_queries(ctx: PassContext, queries: list[QueryRow], reason: str) -> list
         if row.worker is not None and row.current_state in ON_AN_AGENT:
             ctx.actions.append(AgentAction(row.worker, stop=StopAssignment(row.id, row.run)))
         ctx.view.queries.remove(row.id)
+        ctx.dropped(row)
         ctx.record("query", row.id, "drop", reason)
         inline.drop_owned(ctx, row.id, f"{reason}: query {row.id} defined it inline")
     return sorted(row.id for row in queries)
@@ -363,6 +363,7 @@ def schedule(ctx: PassContext) -> None:
         for row in ctx.view.queries_in_states((S.CREATED, S.RECOVERING)) + _moves_waiting(ctx)
         if row.desired_state == S.RUNNING and (row.retry_at is None or row.retry_at <= now)
     ]
+    ctx.view.load_sources_of_queries(row.id for row in waiting)
     for row in sorted(waiting, key=lambda r: r.id):
         try_start(ctx, row, "waiting for an agent")
 
@@ -427,7 +428,7 @@ def _placement(ctx: PassContext, row: QueryRow, exclude: Iterable[str] = ()) -> 
 
 
 def agent_slots(ctx: PassContext) -> list[AgentSlots]:
-    active = count_active(q.worker for q in ctx.view.queries_in_states(ACTIVE_STATES))
+    active = ctx.active_by_agent()
     return [
         AgentSlots(w.name, w.state, w.capacity, w.draining, active.get(w.name, 0))
         for w in ctx.view.workers.all()
