@@ -94,8 +94,10 @@ async def declare_agent_and_query_parts(
 async def test_an_action_cut_short_by_continue_as_new_runs_again_in_the_next_run(
     temporal_client, start_coordinator, sqlite_url
 ):
+    # The start is decided before the run drains (a draining run decides none: the setup
+    # takes about four passes), and the run ends while it is still under way.
     coordinator = await start_coordinator(
-        sqlite_url, CoordinatorConfig(passes_per_run=3, action_drain_timeout=1.0)
+        sqlite_url, CoordinatorConfig(passes_per_run=8, action_drain_timeout=1.0)
     )
     agent = StandInAgent(f"a_{uuid.uuid4().hex[:6]}")
     client = await coordinator.client().connect()

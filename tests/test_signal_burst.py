@@ -21,8 +21,12 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from streamctl.workflows import messages as m
+from streamctl.workflows.config import CoordinatorConfig
 
 SENDERS = 1500
+STREAMING_SENDERS = 8
+STREAM_INTERVAL = 0.02
+"""Eight senders, each signalling every 20 ms: a signal every few milliseconds, no pause."""
 
 
 async def _failed_workflow_tasks(client: Client, workflow_id: str) -> list[str]:
@@ -59,4 +63,40 @@ async def test_a_burst_of_signals_from_many_senders_fails_no_workflow_task(
         await wait_until(all_registered, timeout=120, interval=0.5)
         assert await _failed_workflow_tasks(temporal_client, coordinator.workflow_id) == []
     finally:
+        await asyncio.to_thread(client.close)
+
+
+async def test_the_coordinator_continues_as_new_while_events_stream_in(
+    start_coordinator: Callable[..., Any], sqlite_url: str
+) -> None:
+    """Senders that never pause do not keep the coordinator from continuing as new: Temporal
+    refuses a continue-as-new when a signal arrived during its workflow task, and the run
+    then waits for a quiet task (or gives up waiting after a bound) rather than retrying from
+    a replay that signals keep refusing (``bench scale``: one run, 6,000 events, wedged)."""
+    coordinator = await start_coordinator(sqlite_url, CoordinatorConfig(max_history_events=400))
+    client = await coordinator.client().connect()
+    tag = uuid.uuid4().hex[:6]
+    names = [f"stream_{tag}_{index}" for index in range(STREAMING_SENDERS)]
+    await client.send_many(m.RegisterWorker(name, 1, f"agent.{name}") for name in names)
+    stop = asyncio.Event()
+
+    async def stream(name: str) -> None:
+        seq = 0
+        while not stop.is_set():
+            seq += 1
+            heartbeat = m.Heartbeat(name, load=0, capacity=1).to_envelope(uuid.uuid4().hex)
+            await coordinator.handle.signal("events", m.EventBatch(f"s-{name}", seq, [heartbeat]))
+            await asyncio.sleep(STREAM_INTERVAL)
+
+    streams = [asyncio.create_task(stream(name)) for name in names]
+    try:
+        first = (await coordinator.handle.query("status"))["runs"]
+
+        async def continued_twice() -> bool:
+            return bool((await coordinator.handle.query("status"))["runs"] >= first + 2)
+
+        await wait_until(continued_twice, timeout=180, interval=0.5)
+    finally:
+        stop.set()
+        await asyncio.gather(*streams, return_exceptions=True)
         await asyncio.to_thread(client.close)

@@ -149,6 +149,16 @@ arrive while a pass runs still form the next batch."""
 
 SENDER_MEMORY_SECONDS = 24 * 3600.0
 
+QUIET_CONTINUE_AS_NEW_PATCH = "quiet-continue-as-new"
+"""Continue-as-new only from a workflow task that holds nothing but a short timer's firing
+(:meth:`CoordinatorWorkflow._quiet_for_continue_as_new`); older runs continued at once."""
+QUIET_WAIT = timedelta(milliseconds=10)
+QUIET_EVENTS = 5
+"""A timer armed at history length L fires in a task starting at L + 5 when nothing else
+happened: WorkflowTaskCompleted, TimerStarted, TimerFired, WorkflowTaskScheduled and -Started."""
+QUIET_ATTEMPTS = 30
+"""Timers armed before a run continues as new all the same (senders that never pause)."""
+
 
 def _size(envelope: Envelope) -> int:
     body = envelope.body
@@ -166,6 +176,8 @@ class CoordinatorWorkflow:
         self.pending_requests = 0
         self.compaction_index: dict[tuple[str, str], int] = {}
         self.draining = False
+        self.quiet_attempts = 0
+        """Timers armed so far in this run to find a quiet task to continue as new from."""
         self.passes_this_run = 0
         self.actions_under_way: dict[asyncio.Task[None], AgentAction] = {}
         self.actions_waiting: list[AgentAction] = []
@@ -368,7 +380,7 @@ class CoordinatorWorkflow:
                     await workflow.wait_condition(
                         lambda: len(self.actions_waiting) <= MAX_CARRIED_WAITING_ACTIONS
                     )
-                if not self.request_batches:
+                if not self.request_batches and await self._quiet_for_continue_as_new():
                     break
 
         self._forget_old_senders()
@@ -633,6 +645,33 @@ class CoordinatorWorkflow:
             len(self.actions_under_way) < self.state.config.max_actions_under_way
         ):
             self._start_action(self.actions_waiting.pop(0))
+
+    async def _quiet_for_continue_as_new(self) -> bool:
+        """Whether the run may continue as new in the current workflow task.
+
+        Temporal refuses a continue-as-new (``UnhandledCommand``) when a signal arrived while
+        its workflow task ran, and the worker, whose cached run issued a command that did not
+        happen, replays the whole run for the next task. Continuing as new from that replay,
+        which takes seconds in a long run, is refused again whenever a signal arrives meanwhile:
+        under a steady stream of events no attempt ever succeeded and the run grew until its
+        workflow tasks timed out (``bench scale``). So the run continues as new only in a task
+        that began with nothing but a short timer's firing since it was armed: a task of a
+        cached run, done in milliseconds. After a refusal, the replaying task sees the signals
+        that arrived (a longer history) and arms the timer again instead, which it can
+        complete. Deterministic: it reads only the history's length. After
+        :data:`QUIET_ATTEMPTS` timers it continues as new regardless."""
+        if not workflow.patched(QUIET_CONTINUE_AS_NEW_PATCH):
+            return True
+        if self.quiet_attempts >= QUIET_ATTEMPTS:
+            return True
+        self.quiet_attempts += 1
+        armed_at = workflow.info().get_current_history_length()
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(lambda: bool(self.request_batches), timeout=QUIET_WAIT)
+        return (
+            not self.request_batches
+            and workflow.info().get_current_history_length() == armed_at + QUIET_EVENTS
+        )
 
     def _action_room(self) -> int:
         """How many more start actions the next pass may decide (``PassInput.action_room``).
