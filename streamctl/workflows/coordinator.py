@@ -176,6 +176,7 @@ class CoordinatorWorkflow:
         self.pending_requests = 0
         self.compaction_index: dict[tuple[str, str], int] = {}
         self.draining = False
+        self.quiet_continue_as_new = False
         self.quiet_attempts = 0
         """Timers armed so far in this run to find a quiet task to continue as new from."""
         self.passes_this_run = 0
@@ -358,6 +359,9 @@ class CoordinatorWorkflow:
             self._start_action(action)
         self.state.actions_under_way = []
         workflow.set_current_details(waiting_details(self.state.version, self.state.runs))
+        # Asked once, at the start: its marker is then no event between a quiet check's
+        # timer and the task that fires it.
+        self.quiet_continue_as_new = workflow.patched(QUIET_CONTINUE_AS_NEW_PATCH)
 
         while True:
             await self._gather()
@@ -660,9 +664,7 @@ class CoordinatorWorkflow:
         that arrived (a longer history) and arms the timer again instead, which it can
         complete. Deterministic: it reads only the history's length. After
         :data:`QUIET_ATTEMPTS` timers it continues as new regardless."""
-        if not workflow.patched(QUIET_CONTINUE_AS_NEW_PATCH):
-            return True
-        if self.quiet_attempts >= QUIET_ATTEMPTS:
+        if not self.quiet_continue_as_new or self.quiet_attempts >= QUIET_ATTEMPTS:
             return True
         self.quiet_attempts += 1
         armed_at = workflow.info().get_current_history_length()
