@@ -203,3 +203,39 @@ def test_no_pass_places_more_queries_on_an_agent_than_it_can_take(tmp_path, pass
         assert all(active.get(name, 0) <= capacity for name, capacity in CAPACITIES.items()), (
             f"pass {pass_no}: {active}"
         )
+
+
+def test_a_start_carries_every_source_of_its_query_after_a_refused_drop(catalog_url):
+    """A refused drop of one of a query's sources reads which queries read it; the query's
+    start in the same pass must still carry all of its sources, not only that one (it did:
+    the join below was sent to its agent with source ``a`` alone)."""
+    columns = (m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("ts", "UINT64", False))
+    activities = CatalogWork(catalog_url)
+    setup = [
+        m.CreateLogicalSource("a", columns),
+        m.CreateLogicalSource("b", columns),
+        m.CreatePhysicalSource("a", "File", {"file_path": "a"}),
+        m.CreatePhysicalSource("b", "File", {"file_path": "b"}),
+        m.CreateSink("out", SCHEMA, "Void"),
+        m.CreateQuery(
+            "SELECT a.id AS id FROM a INNER JOIN b ON a.id = b.id "
+            "WINDOW TUMBLING(ts, SIZE 1 SEC) INTO out"
+        ),
+    ]
+    assert set(codes(run_pass(activities, 1, setup))) == {"ok"}  # no agent yet: it waits
+    drop = m.DropLogicalSource("a").to_envelope(new_id())
+    result = activities.apply_pass(
+        PassInput(
+            "w",
+            2,
+            1000.0,
+            [PendingMessage(m.RegisterWorker("w1").to_envelope("e-w1"), 1000.0)],
+            [1000.0],
+            30.0,
+            60.0,
+        ),
+        request_batches_json([[drop]]),
+    )
+    assert codes(json.loads(result.responses[0])) == ["HAS_DEPENDENTS"]
+    starts = [action.start for action in result.actions if action.start is not None]
+    assert [sorted(start.sources) for start in starts] == [["a", "b"]]

@@ -254,6 +254,10 @@ class CatalogView:
         self.explanations: EntityMap[int, ExplanationRow] = EntityMap(session, ExplanationRow)
         self._physical_loaded_for: set[str] = set()
         self._query_sources: dict[int, set[str]] = {}
+        """Logical sources per query, as far as read: :meth:`load_queries_reading` records only
+        the sources it was asked about, so a query's set is whole only once in
+        ``_query_sources_whole``."""
+        self._query_sources_whole: set[int] = set()
         self._query_sources_loaded_for: set[str] = set()
         self._query_sinks_loaded_for: set[str] = set()
         self._sequences: dict[str, IdSequence] = {}
@@ -318,16 +322,18 @@ class CatalogView:
 
     def add_query_sources(self, query_id: int, logical_names: Iterable[str]) -> None:
         """Record that a query created in this pass reads these logical sources."""
+        self._query_sources.setdefault(query_id, set())
+        self._query_sources_whole.add(query_id)  # new in this pass: no stored links yet
         for name in logical_names:
-            self._query_sources.setdefault(query_id, set()).add(name)
+            self._query_sources[query_id].add(name)
             self._new_query_sources.append((query_id, name))
 
     def load_sources_of_queries(self, query_ids: Iterable[int]) -> None:
         """Read the logical sources of many queries at once (for :meth:`sources_of_query`)."""
-        missing = sorted({qid for qid in query_ids if qid not in self._query_sources})
+        missing = sorted({qid for qid in query_ids if qid not in self._query_sources_whole})
         for chunk in key_chunks(self.session, missing):
             for qid in chunk:
-                self._query_sources[qid] = set()
+                self._query_sources.setdefault(qid, set())
             links = self.session.execute(
                 select(QuerySource.query_id, QuerySource.logical_source).where(
                     one_of(self.session, QuerySource.query_id, chunk)
@@ -335,14 +341,11 @@ class CatalogView:
             )
             for query_id, source in links:
                 self._query_sources[query_id].add(source)
+            self._query_sources_whole.update(chunk)
 
     def sources_of_query(self, query_id: int) -> list[str]:
         """The logical sources a query reads (loaded on first use)."""
-        if query_id not in self._query_sources:
-            links = self.session.execute(
-                select(QuerySource.logical_source).where(QuerySource.query_id == query_id)
-            )
-            self._query_sources[query_id] = {name for (name,) in links}
+        self.load_sources_of_queries([query_id])
         return sorted(self._query_sources[query_id])
 
     def queries_in_states(self, states: Iterable[str]) -> list[QueryRow]:

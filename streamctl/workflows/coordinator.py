@@ -64,9 +64,13 @@ Guarantees
   runs reports it, a stop of one it does not run reports ``STOPPED``, a stale stop is
   ignored).
 * Continue-as-new happens after ``passes_per_run`` passes, at ``max_history_events`` or when
-  Temporal suggests it. A small history matters: a signal that arrives while the closing
-  workflow task runs fails it (UnhandledCommand), and the retry replays the whole run, so a long
-  replay under a steady stream of heartbeats could fail again and again. The run
+  Temporal suggests it. A signal that arrives while the closing workflow task runs fails it
+  (UnhandledCommand), and the retry replays the whole run; retried from that replay under a
+  steady stream of events it failed again and again. So a draining run decides no new starts
+  (few actions to carry), waits for its actions under way once (``action_drain_timeout`` in
+  all), and continues as new only from a quiet task: one that began with nothing but a short
+  timer's firing (:meth:`CoordinatorWorkflow._quiet_for_continue_as_new`, at most
+  ``QUIET_ATTEMPTS`` timers). The next run begins with a pass. The run
   refuses new updates, answers every accepted request, waits for its handlers and carries
   :class:`~streamctl.workflows.state.CoordinatorState` (version, pass number, pending events,
   sender marks, actions under way) to the next run. No request batch is pending at that
@@ -178,6 +182,8 @@ class CoordinatorWorkflow:
         self.draining = False
         self.quiet_continue_as_new = False
         self.quiet_attempts = 0
+        self.drain_deadline: float | None = None
+        """When this run stops waiting for its actions under way before continuing as new."""
         """Timers armed so far in this run to find a quiet task to continue as new from."""
         self.passes_this_run = 0
         self.actions_under_way: dict[asyncio.Task[None], AgentAction] = {}
@@ -344,6 +350,7 @@ class CoordinatorWorkflow:
 
     @workflow.run
     async def run(self, workflow_input: CoordinatorInput) -> None:
+        continued = self.state.position_loaded
         if not self.state.position_loaded:
             position = await workflow.execute_activity_method(
                 CatalogActivities.catalog_position,
@@ -362,6 +369,10 @@ class CoordinatorWorkflow:
         # Asked once, at the start: its marker is then no event between a quiet check's
         # timer and the task that fires it.
         self.quiet_continue_as_new = workflow.patched(QUIET_CONTINUE_AS_NEW_PATCH)
+        if self.quiet_continue_as_new and continued:
+            # The draining run decided no starts: a pass now starts what waits, rather than
+            # the next message or liveness deadline.
+            self._enqueue_liveness_check()
 
         while True:
             await self._gather()
@@ -375,11 +386,7 @@ class CoordinatorWorkflow:
                 ):
                     continue  # pass the pending events first: the state must fit one payload
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                with contextlib.suppress(TimeoutError):
-                    await workflow.wait_condition(
-                        lambda: not self.actions_under_way,
-                        timeout=self.state.config.action_drain_timeout,
-                    )
+                await self._drain_actions()
                 if len(self.actions_waiting) > MAX_CARRIED_WAITING_ACTIONS:
                     await workflow.wait_condition(
                         lambda: len(self.actions_waiting) <= MAX_CARRIED_WAITING_ACTIONS
@@ -662,23 +669,41 @@ class CoordinatorWorkflow:
         that began with nothing but a short timer's firing since it was armed: a task of a
         cached run, done in milliseconds. After a refusal, the replaying task sees the signals
         that arrived (a longer history) and arms the timer again instead, which it can
-        complete. Deterministic: it reads only the history's length. After
-        :data:`QUIET_ATTEMPTS` timers it continues as new regardless."""
-        if not self.quiet_continue_as_new or self.quiet_attempts >= QUIET_ATTEMPTS:
+        complete. Deterministic: it reads only the history's length. A task that arms the
+        timer while it also sends other commands (a pass's actions, an answered update) spends
+        an attempt; the next timer is armed by the task that fired the last one, which sends
+        nothing else. After :data:`QUIET_ATTEMPTS` timers it continues as new from the next
+        timer's task regardless (senders that never pause: see the README)."""
+        if not self.quiet_continue_as_new:
             return True
         self.quiet_attempts += 1
         armed_at = workflow.info().get_current_history_length()
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(lambda: bool(self.request_batches), timeout=QUIET_WAIT)
-        return (
-            not self.request_batches
-            and workflow.info().get_current_history_length() == armed_at + QUIET_EVENTS
-        )
+        if self.request_batches:
+            return False  # requests came: they are answered first
+        quiet = workflow.info().get_current_history_length() == armed_at + QUIET_EVENTS
+        return quiet or self.quiet_attempts >= QUIET_ATTEMPTS
+
+    async def _drain_actions(self) -> None:
+        """Wait for the actions under way before continuing as new, up to
+        ``action_drain_timeout`` in all: a quiet check that fails comes back here, and must not
+        wait the whole timeout again (older runs waited it each time)."""
+        timeout = self.state.config.action_drain_timeout
+        if self.quiet_continue_as_new:
+            now = workflow.now().timestamp()
+            if self.drain_deadline is None:
+                self.drain_deadline = now + timeout
+            timeout = self.drain_deadline - now
+            if timeout <= 0 or not self.actions_under_way:
+                return
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(lambda: not self.actions_under_way, timeout=timeout)
 
     def _action_room(self) -> int:
         """How many more start actions the next pass may decide (``PassInput.action_room``).
 
-        None while the run drains for continue-as-new: its actions under way then end instead
+        No starts while the run drains for continue-as-new: its actions under way then end instead
         of being replaced, so the next run carries (and starts again) few of them. Carrying a
         thousand starts made both workflow tasks around continue-as-new take seconds (every
         payload encoded, the activities scheduled again), and a signal that arrives during
