@@ -673,7 +673,7 @@ class CoordinatorWorkflow:
         timer while it also sends other commands (a pass's actions, an answered update) spends
         an attempt; the next timer is armed by the task that fired the last one, which sends
         nothing else. After :data:`QUIET_ATTEMPTS` timers it continues as new from the next
-        timer's task regardless (senders that never pause: see the README)."""
+        timer's task regardless (senders that never pause: the README's Temporal settings)."""
         if not self.quiet_continue_as_new:
             return True
         self.quiet_attempts += 1
