@@ -35,6 +35,7 @@ from temporalio.worker import (
 
 from streamctl.activities.passes import CatalogWork
 from streamctl.client.client import CoordinatorClient
+from streamctl.domain.workers import STALL_TOLERANCE
 from streamctl.worker.coordinator import build_worker, ensure_coordinator
 from streamctl.workflows import messages as m
 from streamctl.workflows.config import CoordinatorConfig
@@ -48,21 +49,34 @@ from streamctl.workflows.passes import (
 
 
 class CatalogOutage(Interceptor):
-    """Fails every ``apply_pass`` attempt while :attr:`down` is set (a catalog outage)."""
+    """Fails every ``apply_pass`` attempt while :attr:`down` is set (a catalog outage), makes
+    each pass take :attr:`slow` seconds longer (a loaded catalog), and keeps the ``late_by`` of
+    every liveness check a pass carried."""
 
     def __init__(self) -> None:
         self.down = False
+        self.slow = 0.0
+        self.late_by: list[float] = []
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         outage = self
 
         class _Failing(ActivityInboundInterceptor):
             async def execute_activity(self, input: ExecuteActivityInput) -> Any:
-                if outage.down and activity.info().activity_type == "apply_pass":
-                    # What the pass raises when its database cannot be reached.
-                    raise ApplicationError(
-                        "the catalog is unreachable (injected outage)", type=CATALOG_UNAVAILABLE
+                if activity.info().activity_type == "apply_pass":
+                    pass_input: PassInput = input.args[0]
+                    outage.late_by.extend(
+                        float(event.envelope.body.get("late_by", 0.0))
+                        for event in pass_input.events
+                        if event.envelope.kind == m.CheckLiveness.kind
                     )
+                    if outage.down:
+                        # What the pass raises when its database cannot be reached.
+                        raise ApplicationError(
+                            "the catalog is unreachable (injected outage)",
+                            type=CATALOG_UNAVAILABLE,
+                        )
+                    await asyncio.sleep(outage.slow)
                 return await super().execute_activity(input)
 
         return _Failing(next)
@@ -132,6 +146,52 @@ async def test_a_pause_in_passes_longer_than_dead_after_kills_no_agent_that_kept
             transitions = [c["action"] for c in changes if "->" in c["action"]]
             assert not [t for t in transitions if t.endswith("DEAD")], (transitions, paused_at)
             assert (await client.ask(m.GetWorker("steady")))["state"] == "ALIVE"
+        finally:
+            beating = False
+            await asyncio.to_thread(client.close)
+
+
+async def test_a_busy_coordinator_declares_a_silent_agent_dead_on_time(
+    temporal, temporal_client, sqlite_url
+):
+    """Passes that take 3 s make every liveness timer fire seconds late, while an agent's
+    heartbeats go on arriving: the coordinator hears all along, so none of that counts as a
+    stall, and an agent that fell silent goes DEAD. Before, each late check counted as a
+    stall, and credited the silent agent with it and at least half a suspect interval: under
+    bench scale's load such agents were DEAD after 74 s, not dead_after's 30."""
+    config = CoordinatorConfig(suspect_after=1.5, dead_after=3.0)
+    async with coordinator_with_outage(temporal_client, temporal.address, sqlite_url, config) as (
+        coordinator,
+        outage,
+    ):
+        client = await coordinator.client().connect()
+        beating = True
+
+        async def heartbeats() -> None:
+            while beating:
+                await client.send(m.Heartbeat("steady", load=0))
+                await asyncio.sleep(0.2)
+
+        try:
+            await client.send(m.RegisterWorker("steady", capacity=1))
+            await client.send(m.RegisterWorker("silent", capacity=1))
+            beater = asyncio.create_task(heartbeats())
+            await wait_until(
+                lambda: _worker_state(client, "silent", "ALIVE"), timeout=30, interval=0.2
+            )
+            outage.late_by.clear()
+            outage.slow = 3.0
+            await wait_until(
+                lambda: _worker_state(client, "silent", "DEAD"), timeout=60, interval=0.5
+            )
+            outage.slow = 0.0
+            beating = False
+            await beater
+            # Checks came late (a pass ran first), yet none found the coordinator deaf.
+            assert outage.late_by, "no liveness check while passes were slow"
+            assert max(outage.late_by) <= STALL_TOLERANCE, outage.late_by
+            changes = await client.ask(m.ListChanges(entity="worker", key="steady"))
+            assert not [c for c in changes if c["action"].endswith("DEAD")], changes
         finally:
             beating = False
             await asyncio.to_thread(client.close)

@@ -198,6 +198,7 @@ class CoordinatorWorkflow:
 
     @workflow.update
     async def submit(self, ids: list[str], requests: RawValue) -> RawValue:
+        self._heard()
         batch = RequestBatch(ids, requests.payload, workflow.now().timestamp())
         self.request_batches.append(batch)
         self.pending_requests += len(ids)
@@ -294,6 +295,7 @@ class CoordinatorWorkflow:
     @workflow.signal
     def events(self, *args: Any) -> None:
         """``events(batch: EventBatch)``, taken raw: see :func:`decode_event_batch`."""
+        self._heard()
         batch, problem = decode_event_batch(args)
         if problem:
             workflow.logger.warning("events signal: %s", problem)
@@ -407,6 +409,8 @@ class CoordinatorWorkflow:
             last_pass_ms=self.state.last_pass_ms,
             runs=self.state.runs + 1,
             actions_under_way=[*self.actions_under_way.values(), *self.actions_waiting],
+            heard_at=self.state.heard_at,
+            heard_before=self.state.heard_before,
         )
         # The memo rides on the command (no event of its own) and stays the run's configuration.
         workflow.continue_as_new(
@@ -415,6 +419,7 @@ class CoordinatorWorkflow:
 
     async def _gather(self) -> None:
         """Wait until a batch is due: full, old enough, a liveness deadline, or draining."""
+        self._heard()  # a pass returned: this workflow task runs
         config = self.state.config
         if not self._has_pending() and not self.draining:
             with contextlib.suppress(TimeoutError):
@@ -791,7 +796,30 @@ class CoordinatorWorkflow:
         now = workflow.now().timestamp()
         if deadline is not None and now >= deadline:
             self.state.next_liveness_deadline = None  # the pass answers the next one
-            self._enqueue_liveness_check(late_by=now - deadline)
+            # Only the part of the delay in which no workflow task ran is a stall: a busy
+            # coordinator sees its timers late (a pass runs first), yet hears every heartbeat
+            # meanwhile. Counting that delay as a stall credited dead agents with it (and at
+            # least half a suspect interval) at every late check: under bench scale's load
+            # they were declared DEAD after 74 s instead of dead_after's 30.
+            heard = self._heard_before(now)
+            stalled = now - max(deadline, heard if heard is not None else deadline)
+            self._enqueue_liveness_check(late_by=stalled)
+
+    def _heard(self) -> None:
+        """Note that a workflow task runs now (a message arrived, a pass returned). Every signal
+        sent before a workflow task starts is delivered in it, so the coordinator heard its
+        agents then; the time between two tasks is time it may have been deaf (its workers or
+        the Temporal server down)."""
+        now = workflow.now().timestamp()
+        if self.state.heard_at != now:
+            self.state.heard_before = self.state.heard_at
+            self.state.heard_at = now
+
+    def _heard_before(self, now: float) -> float | None:
+        """When the latest workflow task before the current one ran (None: none seen)."""
+        if self.state.heard_at is not None and self.state.heard_at < now:
+            return self.state.heard_at
+        return self.state.heard_before
 
     def _enqueue_liveness_check(self, late_by: float = 0.0) -> None:
         # late_by only rides in the body: replaying an older history runs the same commands.

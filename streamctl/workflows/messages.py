@@ -187,9 +187,11 @@ class Heartbeat(Event):
 class CheckLiveness(Event):
     """Internal: sent by the workflow's liveness timer so heartbeat ages are re-evaluated.
 
-    ``late_by`` is how long after its deadline the timer was seen: time the coordinator itself
-    was not running (its workers or the Temporal server were down), during which it could not
-    hear any heartbeat, so that time does not count against the agents."""
+    ``late_by`` is how much of the time between its deadline and the moment the timer was
+    seen no workflow task ran: time the coordinator itself was not running (its workers or the
+    Temporal server were down), during which it could not hear any heartbeat, so that time does
+    not count against the agents. A timer seen late by a busy coordinator, which ran tasks and
+    heard heartbeats meanwhile, is late by nearly nothing."""
 
     kind: ClassVar[str] = "CheckLiveness"
     stage: ClassVar[int] = 1

@@ -30,6 +30,11 @@ class CoordinatorState:
     last_pass_ms: float = 0.0
     runs: int = 1
     actions_under_way: list[AgentAction] = field(default_factory=list)
+    # The workflow times of the two latest workflow tasks seen to run (a message arriving, a
+    # pass returning): whether the coordinator could hear its agents while a liveness timer
+    # was late (CoordinatorWorkflow._heard).
+    heard_at: float | None = None
+    heard_before: float | None = None
 
 
 @dataclass
