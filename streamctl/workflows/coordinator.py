@@ -69,8 +69,9 @@ Guarantees
   steady stream of events it failed again and again. So a draining run decides no new starts
   (few actions to carry), waits for its actions under way once (``action_drain_timeout`` in
   all), and continues as new only from a quiet task: one that began with nothing but a short
-  timer's firing (:meth:`CoordinatorWorkflow._quiet_for_continue_as_new`, at most
-  ``QUIET_ATTEMPTS`` timers). The next run begins with a pass. The run
+  timer's firing (:meth:`CoordinatorWorkflow._quiet_for_continue_as_new`; after
+  ``QUIET_ATTEMPTS`` timers, one with few other events, never a replaying retry's). The next
+  run begins with a pass. The run
   refuses new updates, answers every accepted request, waits for its handlers and carries
   :class:`~streamctl.workflows.state.CoordinatorState` (version, pass number, pending events,
   sender marks, actions under way) to the next run. No request batch is pending at that
@@ -162,6 +163,14 @@ QUIET_EVENTS = 5
 happened: WorkflowTaskCompleted, TimerStarted, TimerFired, WorkflowTaskScheduled and -Started."""
 QUIET_ATTEMPTS = 30
 """Timers armed before a run continues as new all the same (senders that never pause)."""
+CALM_CONTINUE_AS_NEW_PATCH = "calm-continue-as-new"
+"""Past :data:`QUIET_ATTEMPTS`, continue-as-new only from a calm task (:data:`CALM_EVENTS`);
+older runs continued from any timer's task."""
+CALM_EVENTS = 20
+"""Past :data:`QUIET_ATTEMPTS`, how many more events than the calmest timer task of the run so
+far a task may begin with and still continue as new: the signals of a cached run's timer task
+(tens of milliseconds), not the many more that arrive while a worker replays a long run after a
+refusal."""
 
 
 def _size(envelope: Envelope) -> int:
@@ -181,10 +190,13 @@ class CoordinatorWorkflow:
         self.compaction_index: dict[tuple[str, str], int] = {}
         self.draining = False
         self.quiet_continue_as_new = False
+        self.calm_continue_as_new = False
+        self.calmest_timer_task: int | None = None
+        """The fewest events a quiet check's timer task of this run began with (since armed)."""
         self.quiet_attempts = 0
+        """Timers armed so far in this run to find a quiet task to continue as new from."""
         self.drain_deadline: float | None = None
         """When this run stops waiting for its actions under way before continuing as new."""
-        """Timers armed so far in this run to find a quiet task to continue as new from."""
         self.passes_this_run = 0
         self.actions_under_way: dict[asyncio.Task[None], AgentAction] = {}
         self.actions_waiting: list[AgentAction] = []
@@ -371,6 +383,9 @@ class CoordinatorWorkflow:
         # Asked once, at the start: its marker is then no event between a quiet check's
         # timer and the task that fires it.
         self.quiet_continue_as_new = workflow.patched(QUIET_CONTINUE_AS_NEW_PATCH)
+        self.calm_continue_as_new = self.quiet_continue_as_new and workflow.patched(
+            CALM_CONTINUE_AS_NEW_PATCH
+        )
         if self.quiet_continue_as_new and continued:
             # The draining run decided no starts: a pass now starts what waits, rather than
             # the next message or liveness deadline.
@@ -678,7 +693,14 @@ class CoordinatorWorkflow:
         timer while it also sends other commands (a pass's actions, an answered update) spends
         an attempt; the next timer is armed by the task that fired the last one, which sends
         nothing else. After :data:`QUIET_ATTEMPTS` timers it continues as new from the next
-        timer's task regardless (senders that never pause: the README's Temporal settings)."""
+        timer's task that is calm (senders that never pause: the README's Temporal settings):
+        one that began with at most :data:`CALM_EVENTS` more events than the calmest such task
+        of the run. Not from any task: a refused continue-as-new is tried again by a task that
+        replays the run, seconds long under load, and under ``bench scale``'s steady events
+        every such retry was refused again, until the run hit Temporal's limit of signals per
+        run and dropped events. The retry begins with the signals that came during the refused
+        task's replay, so it arms a timer instead, and the next try comes from a cached run's
+        short task."""
         if not self.quiet_continue_as_new:
             return True
         self.quiet_attempts += 1
@@ -687,8 +709,14 @@ class CoordinatorWorkflow:
             await workflow.wait_condition(lambda: bool(self.request_batches), timeout=QUIET_WAIT)
         if self.request_batches:
             return False  # requests came: they are answered first
-        quiet = workflow.info().get_current_history_length() == armed_at + QUIET_EVENTS
-        return quiet or self.quiet_attempts >= QUIET_ATTEMPTS
+        since_armed = workflow.info().get_current_history_length() - armed_at
+        if since_armed == QUIET_EVENTS:
+            return True
+        calmest = min(since_armed, self.calmest_timer_task or since_armed)
+        self.calmest_timer_task = calmest
+        if self.quiet_attempts < QUIET_ATTEMPTS:
+            return False
+        return not self.calm_continue_as_new or since_armed <= calmest + CALM_EVENTS
 
     async def _drain_actions(self) -> None:
         """Wait for the actions under way before continuing as new, up to
