@@ -107,6 +107,25 @@ async def coordinator_with_outage(
         executor.shutdown(wait=False, cancel_futures=True)
 
 
+@contextlib.asynccontextmanager
+async def heartbeating(client: CoordinatorClient, name: str) -> AsyncIterator[None]:
+    """An agent ``name`` that registers, then heartbeats every 0.2 s until the block ends."""
+    stop = asyncio.Event()
+
+    async def beat() -> None:
+        while not stop.is_set():
+            await client.send(m.Heartbeat(name, load=0))
+            await asyncio.sleep(0.2)
+
+    await client.send(m.RegisterWorker(name, capacity=1))
+    beater = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        stop.set()
+        await beater
+
+
 async def test_a_pause_in_passes_longer_than_dead_after_kills_no_agent_that_kept_beating(
     temporal, temporal_client, sqlite_url
 ):
@@ -117,37 +136,26 @@ async def test_a_pause_in_passes_longer_than_dead_after_kills_no_agent_that_kept
         outage,
     ):
         client = await coordinator.client().connect()
-        beating = True
-
-        async def heartbeats() -> None:
-            while beating:
-                await client.send(m.Heartbeat("steady", load=0))
-                await asyncio.sleep(0.2)
-
         try:
-            await client.send(m.RegisterWorker("steady", capacity=1))
-            beater = asyncio.create_task(heartbeats())
-            await wait_until(
-                lambda: _worker_state(client, "steady", "ALIVE"), timeout=30, interval=0.2
-            )
-            # Passes fail for 4 s; the pass retries with backoff (0.2 s doubling), so passes
-            # pause for about 6 s, twice dead_after, while heartbeats go on arriving.
-            outage.down = True
-            await asyncio.sleep(4.0)
-            outage.down = False
-            paused_at = time.monotonic()
-            await wait_until(
-                lambda: _worker_state(client, "steady", "ALIVE"), timeout=60, interval=0.2
-            )
-            await asyncio.sleep(1.0)  # a few more passes after the pause
-            beating = False
-            await beater
+            async with heartbeating(client, "steady"):
+                await wait_until(
+                    lambda: _worker_state(client, "steady", "ALIVE"), timeout=30, interval=0.2
+                )
+                # Passes fail for 4 s; the pass retries with backoff (0.2 s doubling), so
+                # passes pause for about 6 s, twice dead_after, while heartbeats go on arriving.
+                outage.down = True
+                await asyncio.sleep(4.0)
+                outage.down = False
+                paused_at = time.monotonic()
+                await wait_until(
+                    lambda: _worker_state(client, "steady", "ALIVE"), timeout=60, interval=0.2
+                )
+                await asyncio.sleep(1.0)  # a few more passes after the pause
             changes = await client.ask(m.ListChanges(entity="worker", key="steady"))
             transitions = [c["action"] for c in changes if "->" in c["action"]]
             assert not [t for t in transitions if t.endswith("DEAD")], (transitions, paused_at)
             assert (await client.ask(m.GetWorker("steady")))["state"] == "ALIVE"
         finally:
-            beating = False
             await asyncio.to_thread(client.close)
 
 
@@ -165,35 +173,24 @@ async def test_a_busy_coordinator_declares_a_silent_agent_dead_on_time(
         outage,
     ):
         client = await coordinator.client().connect()
-        beating = True
-
-        async def heartbeats() -> None:
-            while beating:
-                await client.send(m.Heartbeat("steady", load=0))
-                await asyncio.sleep(0.2)
-
         try:
-            await client.send(m.RegisterWorker("steady", capacity=1))
             await client.send(m.RegisterWorker("silent", capacity=1))
-            beater = asyncio.create_task(heartbeats())
-            await wait_until(
-                lambda: _worker_state(client, "silent", "ALIVE"), timeout=30, interval=0.2
-            )
-            outage.late_by.clear()
-            outage.slow = 3.0
-            await wait_until(
-                lambda: _worker_state(client, "silent", "DEAD"), timeout=60, interval=0.5
-            )
-            outage.slow = 0.0
-            beating = False
-            await beater
+            async with heartbeating(client, "steady"):
+                await wait_until(
+                    lambda: _worker_state(client, "silent", "ALIVE"), timeout=30, interval=0.2
+                )
+                outage.late_by.clear()
+                outage.slow = 3.0
+                await wait_until(
+                    lambda: _worker_state(client, "silent", "DEAD"), timeout=60, interval=0.5
+                )
+                outage.slow = 0.0
             # Checks came late (a pass ran first), yet none found the coordinator deaf.
             assert outage.late_by, "no liveness check while passes were slow"
             assert max(outage.late_by) <= STALL_TOLERANCE, outage.late_by
             changes = await client.ask(m.ListChanges(entity="worker", key="steady"))
             assert not [c for c in changes if c["action"].endswith("DEAD")], changes
         finally:
-            beating = False
             await asyncio.to_thread(client.close)
 
 
