@@ -171,6 +171,10 @@ CALM_EVENTS = 20
 far a task may begin with and still continue as new: the signals of a cached run's timer task
 (tens of milliseconds), not the many more that arrive while a worker replays a long run after a
 refusal."""
+RUN_LENGTH_BACKSTOP = 4
+"""A run whose history reaches this many times ``max_history_events`` continues as new from the
+next timer's task, calm or not: senders so fast that no task is ever calm must not grow the run
+to Temporal's hard limit (51,200 events), which terminates the workflow."""
 
 
 def _size(envelope: Envelope) -> int:
@@ -700,7 +704,8 @@ class CoordinatorWorkflow:
         every such retry was refused again, until the run hit Temporal's limit of signals per
         run and dropped events. The retry begins with the signals that came during the refused
         task's replay, so it arms a timer instead, and the next try comes from a cached run's
-        short task."""
+        short task. A run grown to :data:`RUN_LENGTH_BACKSTOP` times ``max_history_events``
+        continues as new from any timer's task."""
         if not self.quiet_continue_as_new:
             return True
         self.quiet_attempts += 1
@@ -716,7 +721,10 @@ class CoordinatorWorkflow:
         self.calmest_timer_task = calmest
         if self.quiet_attempts < QUIET_ATTEMPTS:
             return False
-        return not self.calm_continue_as_new or since_armed <= calmest + CALM_EVENTS
+        if not self.calm_continue_as_new or since_armed <= calmest + CALM_EVENTS:
+            return True
+        length = workflow.info().get_current_history_length()
+        return length >= RUN_LENGTH_BACKSTOP * self.state.config.max_history_events
 
     async def _drain_actions(self) -> None:
         """Wait for the actions under way before continuing as new, up to
