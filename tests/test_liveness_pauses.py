@@ -83,6 +83,22 @@ class CatalogOutage(Interceptor):
 
 
 @contextlib.asynccontextmanager
+async def client_with_outage(
+    temporal_client: Client, address: str, catalog_url: str, config: CoordinatorConfig
+) -> AsyncIterator[tuple[CoordinatorClient, CatalogOutage]]:
+    """A coordinator whose passes :class:`CatalogOutage` controls, and a client of it."""
+    async with coordinator_with_outage(temporal_client, address, catalog_url, config) as (
+        coordinator,
+        outage,
+    ):
+        client = await coordinator.client().connect()
+        try:
+            yield client, outage
+        finally:
+            await asyncio.to_thread(client.close)
+
+
+@contextlib.asynccontextmanager
 async def coordinator_with_outage(
     temporal_client: Client, address: str, catalog_url: str, config: CoordinatorConfig
 ) -> AsyncIterator[tuple[RunningCoordinator, CatalogOutage]]:
@@ -131,32 +147,28 @@ async def test_a_pause_in_passes_longer_than_dead_after_kills_no_agent_that_kept
 ):
     """Fails on f29f918 (the agent goes ALIVE->DEAD after the outage), passes now."""
     config = CoordinatorConfig(suspect_after=1.5, dead_after=3.0)
-    async with coordinator_with_outage(temporal_client, temporal.address, sqlite_url, config) as (
-        coordinator,
+    async with client_with_outage(temporal_client, temporal.address, sqlite_url, config) as (
+        client,
         outage,
     ):
-        client = await coordinator.client().connect()
-        try:
-            async with heartbeating(client, "steady"):
-                await wait_until(
-                    lambda: _worker_state(client, "steady", "ALIVE"), timeout=30, interval=0.2
-                )
-                # Passes fail for 4 s; the pass retries with backoff (0.2 s doubling), so
-                # passes pause for about 6 s, twice dead_after, while heartbeats go on arriving.
-                outage.down = True
-                await asyncio.sleep(4.0)
-                outage.down = False
-                paused_at = time.monotonic()
-                await wait_until(
-                    lambda: _worker_state(client, "steady", "ALIVE"), timeout=60, interval=0.2
-                )
-                await asyncio.sleep(1.0)  # a few more passes after the pause
-            changes = await client.ask(m.ListChanges(entity="worker", key="steady"))
-            transitions = [c["action"] for c in changes if "->" in c["action"]]
-            assert not [t for t in transitions if t.endswith("DEAD")], (transitions, paused_at)
-            assert (await client.ask(m.GetWorker("steady")))["state"] == "ALIVE"
-        finally:
-            await asyncio.to_thread(client.close)
+        async with heartbeating(client, "steady"):
+            await wait_until(
+                lambda: _worker_state(client, "steady", "ALIVE"), timeout=30, interval=0.2
+            )
+            # Passes fail for 4 s; the pass retries with backoff (0.2 s doubling), so
+            # passes pause for about 6 s, twice dead_after, while heartbeats go on arriving.
+            outage.down = True
+            await asyncio.sleep(4.0)
+            outage.down = False
+            paused_at = time.monotonic()
+            await wait_until(
+                lambda: _worker_state(client, "steady", "ALIVE"), timeout=60, interval=0.2
+            )
+            await asyncio.sleep(1.0)  # a few more passes after the pause
+        changes = await client.ask(m.ListChanges(entity="worker", key="steady"))
+        transitions = [c["action"] for c in changes if "->" in c["action"]]
+        assert not [t for t in transitions if t.endswith("DEAD")], (transitions, paused_at)
+        assert (await client.ask(m.GetWorker("steady")))["state"] == "ALIVE"
 
 
 async def test_a_busy_coordinator_declares_a_silent_agent_dead_on_time(
@@ -168,30 +180,26 @@ async def test_a_busy_coordinator_declares_a_silent_agent_dead_on_time(
     stall, and credited the silent agent with it and at least half a suspect interval: under
     bench scale's load such agents were DEAD after 74 s, not dead_after's 30."""
     config = CoordinatorConfig(suspect_after=1.5, dead_after=3.0)
-    async with coordinator_with_outage(temporal_client, temporal.address, sqlite_url, config) as (
-        coordinator,
+    async with client_with_outage(temporal_client, temporal.address, sqlite_url, config) as (
+        client,
         outage,
     ):
-        client = await coordinator.client().connect()
-        try:
-            await client.send(m.RegisterWorker("silent", capacity=1))
-            async with heartbeating(client, "steady"):
-                await wait_until(
-                    lambda: _worker_state(client, "silent", "ALIVE"), timeout=30, interval=0.2
-                )
-                outage.late_by.clear()
-                outage.slow = 3.0
-                await wait_until(
-                    lambda: _worker_state(client, "silent", "DEAD"), timeout=60, interval=0.5
-                )
-                outage.slow = 0.0
-            # Checks came late (a pass ran first), yet none found the coordinator deaf.
-            assert outage.late_by, "no liveness check while passes were slow"
-            assert max(outage.late_by) <= STALL_TOLERANCE, outage.late_by
-            changes = await client.ask(m.ListChanges(entity="worker", key="steady"))
-            assert not [c for c in changes if c["action"].endswith("DEAD")], changes
-        finally:
-            await asyncio.to_thread(client.close)
+        await client.send(m.RegisterWorker("silent", capacity=1))
+        async with heartbeating(client, "steady"):
+            await wait_until(
+                lambda: _worker_state(client, "silent", "ALIVE"), timeout=30, interval=0.2
+            )
+            outage.late_by.clear()
+            outage.slow = 3.0
+            await wait_until(
+                lambda: _worker_state(client, "silent", "DEAD"), timeout=60, interval=0.5
+            )
+            outage.slow = 0.0
+        # Checks came late (a pass ran first), yet none found the coordinator deaf.
+        assert outage.late_by, "no liveness check while passes were slow"
+        assert max(outage.late_by) <= STALL_TOLERANCE, outage.late_by
+        changes = await client.ask(m.ListChanges(entity="worker", key="steady"))
+        assert not [c for c in changes if c["action"].endswith("DEAD")], changes
 
 
 async def _worker_state(client: CoordinatorClient, name: str, state: str) -> bool:
