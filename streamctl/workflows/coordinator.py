@@ -172,9 +172,11 @@ far a task may begin with and still continue as new: the signals of a cached run
 (tens of milliseconds), not the many more that arrive while a worker replays a long run after a
 refusal."""
 RUN_LENGTH_BACKSTOP = 4
-"""A run whose history reaches this many times ``max_history_events`` continues as new from the
-next timer's task, calm or not: senders so fast that no task is ever calm must not grow the run
-to Temporal's hard limit (51,200 events), which terminates the workflow."""
+"""A run whose history reaches this many times ``max_history_events`` (at most
+:data:`RUN_LENGTH_BACKSTOP_EVENTS`) continues as new from the next timer's task, calm or not:
+senders so fast that no task is ever calm must not grow the run to Temporal's hard limit
+(51,200 events), which terminates the workflow."""
+RUN_LENGTH_BACKSTOP_EVENTS = 40_000
 
 
 def _size(envelope: Envelope) -> int:
@@ -724,7 +726,8 @@ class CoordinatorWorkflow:
         if not self.calm_continue_as_new or since_armed <= calmest + CALM_EVENTS:
             return True
         length = workflow.info().get_current_history_length()
-        return length >= RUN_LENGTH_BACKSTOP * self.state.config.max_history_events
+        backstop = RUN_LENGTH_BACKSTOP * self.state.config.max_history_events
+        return length >= min(backstop, RUN_LENGTH_BACKSTOP_EVENTS)
 
     async def _drain_actions(self) -> None:
         """Wait for the actions under way before continuing as new, up to
