@@ -87,21 +87,6 @@ async def client_with_outage(
     temporal_client: Client, address: str, catalog_url: str, config: CoordinatorConfig
 ) -> AsyncIterator[tuple[CoordinatorClient, CatalogOutage]]:
     """A coordinator whose passes :class:`CatalogOutage` controls, and a client of it."""
-    async with coordinator_with_outage(temporal_client, address, catalog_url, config) as (
-        coordinator,
-        outage,
-    ):
-        client = await coordinator.client().connect()
-        try:
-            yield client, outage
-        finally:
-            await asyncio.to_thread(client.close)
-
-
-@contextlib.asynccontextmanager
-async def coordinator_with_outage(
-    temporal_client: Client, address: str, catalog_url: str, config: CoordinatorConfig
-) -> AsyncIterator[tuple[RunningCoordinator, CatalogOutage]]:
     suffix = uuid.uuid4().hex[:10]
     task_queue, workflow_id = f"coordinator-{suffix}", f"coordinator-{suffix}"
     outage = CatalogOutage()
@@ -116,9 +101,14 @@ async def coordinator_with_outage(
                 task_queue=task_queue,
                 catalog_url=catalog_url,
             )
-            yield RunningCoordinator(workflow_id, task_queue, catalog_url, handle, address), outage
-            with contextlib.suppress(Exception):
-                await handle.terminate()
+            coordinator = RunningCoordinator(workflow_id, task_queue, catalog_url, handle, address)
+            client = await coordinator.client().connect()
+            try:
+                yield client, outage
+            finally:
+                await asyncio.to_thread(client.close)
+                with contextlib.suppress(Exception):
+                    await handle.terminate()
     finally:
         executor.shutdown(wait=False, cancel_futures=True)
 

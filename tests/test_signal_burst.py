@@ -70,10 +70,11 @@ async def test_the_coordinator_continues_as_new_while_events_stream_in(
     start_coordinator: Callable[..., Any], sqlite_url: str
 ) -> None:
     """Senders that never pause do not keep the coordinator from continuing as new. At a
-    signal every few milliseconds no task is quiet, so this exercises the bound on the wait
-    for one (``QUIET_ATTEMPTS``): without it the run would never end. (Whether a refused
-    continue-as-new is retried from a quiet task is a matter of timing, shown by ``bench
-    scale`` rather than tested here.)"""
+    signal every few milliseconds no task is quiet, so this exercises what follows
+    ``QUIET_ATTEMPTS``: continuing from a calm task, one with at most ``CALM_EVENTS`` more
+    events than the calmest timer task of the run (a fixed bound of that many events never
+    found one here). (That a refused continue-as-new is not retried from the replaying task
+    is a matter of timing, shown by ``bench scale`` rather than tested here.)"""
     coordinator = await start_coordinator(sqlite_url, CoordinatorConfig(max_history_events=400))
     client = await coordinator.client().connect()
     tag = uuid.uuid4().hex[:6]

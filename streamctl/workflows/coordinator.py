@@ -716,7 +716,8 @@ class CoordinatorWorkflow:
             await workflow.wait_condition(lambda: bool(self.request_batches), timeout=QUIET_WAIT)
         if self.request_batches:
             return False  # requests came: they are answered first
-        since_armed = workflow.info().get_current_history_length() - armed_at
+        length = workflow.info().get_current_history_length()
+        since_armed = length - armed_at
         if since_armed == QUIET_EVENTS:
             return True
         calmest = min(since_armed, self.calmest_timer_task or since_armed)
@@ -725,7 +726,6 @@ class CoordinatorWorkflow:
             return False
         if not self.calm_continue_as_new or since_armed <= calmest + CALM_EVENTS:
             return True
-        length = workflow.info().get_current_history_length()
         backstop = RUN_LENGTH_BACKSTOP * self.state.config.max_history_events
         return length >= min(backstop, RUN_LENGTH_BACKSTOP_EVENTS)
 
