@@ -36,6 +36,7 @@ from collections import Counter
 from typing import Any
 
 from sqlalchemy import create_engine, func, select
+from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import Client
 
 from streamctl.bench.sim_agents import SimulatedFleet
@@ -131,6 +132,34 @@ async def history_since(temporal: Client, run_id: str, length: int) -> tuple[int
     return events, runs
 
 
+async def history_diagnosis(temporal: Client, runs: int = 3) -> dict[str, Any]:
+    """What the coordinator's last ``runs`` runs wrote: event types counted, and the cause of
+    every failed workflow task (printed when the benchmark fails, before its stack goes)."""
+    diagnosis: dict[str, Any] = {}
+    executions = [
+        execution
+        async for execution in temporal.list_workflows(f"WorkflowId = '{COORDINATOR_WORKFLOW_ID}'")
+    ]
+    executions.sort(key=lambda execution: execution.start_time, reverse=True)
+    for execution in executions[:runs]:
+        handle = temporal.get_workflow_handle(COORDINATOR_WORKFLOW_ID, run_id=execution.run_id)
+        kinds: Counter[str] = Counter()
+        failures: Counter[str] = Counter()
+        async for event in handle.fetch_history_events():
+            kind = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
+            kinds[kind] += 1
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                attributes = event.workflow_task_failed_event_attributes
+                cause = WorkflowTaskFailedCause.Name(attributes.cause)
+                failures[f"{cause}: {attributes.failure.message[:200]}"] += 1
+        diagnosis[execution.run_id] = {
+            "status": str(execution.status),
+            "events": dict(kinds),
+            "task_failures": dict(failures),
+        }
+    return diagnosis
+
+
 async def _wait(predicate: Any, timeout: float, what: str) -> float:
     started = time.monotonic()
     while not await predicate():
@@ -216,6 +245,10 @@ async def _run(
                 result["show_queries_rows"] = await asyncio.to_thread(
                     _show_queries_rows, supervisor.address
                 )
+            except Exception:
+                diagnosis = await history_diagnosis(temporal)
+                print(json.dumps({"partial": result, "history": diagnosis}), file=sys.stderr)
+                raise
             finally:
                 await fleet.stop()
                 await asyncio.to_thread(client.close)
@@ -257,10 +290,16 @@ async def _failover(
         workers = await client.list_all(m.ListWorkers())
         return all(w["state"] == "DEAD" for w in workers if w["name"] in gone)
 
+    # Every poll's count of moved queries RUNNING elsewhere, by second since the kill: where
+    # the failover's time goes (detection, then the restarts' pace).
+    timeline: list[tuple[float, int]] = []
+
     async def all_elsewhere() -> bool:
         listed = await client.list_all(m.ListQueries())
         states = {q["id"]: (q["current_state"], q["worker"]) for q in listed if q["id"] in moved}
-        return all(s == "RUNNING" and w not in gone for s, w in states.values())
+        elsewhere: int = sum(s == "RUNNING" and w not in gone for s, w in states.values())
+        timeline.append((round(time.monotonic() - started, 1), elsewhere))
+        return elsewhere == len(states)
 
     dead_s = await _wait(all_dead, 600, "every killed agent DEAD")
     await _wait(all_elsewhere, 600, "every query of the killed agents RUNNING elsewhere")
@@ -271,6 +310,7 @@ async def _failover(
         "seconds_until_dead": dead_s,
         "seconds_until_running_elsewhere": round(time.monotonic() - started, 1),
         "states_after": dict(Counter(q["current_state"] for q in listed)),
+        "running_elsewhere_timeline": timeline,
     }
 
 

@@ -34,6 +34,7 @@ from streamctl.worker.metrics import CoordinatorMetrics, MetricsAddress, SdkMetr
 from streamctl.worker.search_attributes import search_attributes_ready
 from streamctl.workflows.config import (
     COORDINATOR_TASK_QUEUE,
+    COORDINATOR_TASK_TIMEOUT,
     COORDINATOR_WORKFLOW_ID,
     CoordinatorConfig,
 )
@@ -110,6 +111,7 @@ async def ensure_coordinator(
         CoordinatorInput(config=config),
         id=workflow_id,
         task_queue=task_queue,
+        task_timeout=COORDINATOR_TASK_TIMEOUT,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         memo=config_memo(config),
         static_summary=static_summary(workflow_id),

@@ -109,7 +109,11 @@ with workflow.unsafe.imports_passed_through():
         AgentAction,
     )
     from streamctl.workflows.agent_calls import run_action
-    from streamctl.workflows.config import CoordinatorConfig, CoordinatorStatus
+    from streamctl.workflows.config import (
+        COORDINATOR_TASK_TIMEOUT,
+        CoordinatorConfig,
+        CoordinatorStatus,
+    )
     from streamctl.workflows.messages import (
         CheckLiveness,
         Envelope,
@@ -435,7 +439,9 @@ class CoordinatorWorkflow:
         )
         # The memo rides on the command (no event of its own) and stays the run's configuration.
         workflow.continue_as_new(
-            CoordinatorInput(state=next_state), memo=config_memo(self.state.config)
+            CoordinatorInput(state=next_state),
+            memo=config_memo(self.state.config),
+            task_timeout=COORDINATOR_TASK_TIMEOUT,
         )
 
     async def _gather(self) -> None:
