@@ -53,6 +53,12 @@ MAX_CARRIED_WAITING_ACTIONS = 8000
 next run at most; above this the run first lets the excess drain. A waiting stop encodes to
 ~110 bytes (8,000: under 1 MB of the 2 MB payload), and waiting starts are few: a pass decides
 no more starts than there is room for."""
+MAX_STARTS_PER_PASS = 250
+"""Start actions one pass decides at most; queries past it wait for the next pass, which
+follows at once. The workflow schedules every start of a pass in one workflow task (an
+activity each, its plan encoded), and again when it replays the run: a thousand of them made
+that task take seconds on a loaded machine, past the SDK's deadlock detection (2 s), after
+which the worker could not evict the run and the coordinator stopped for good."""
 MORE_TO_START_DELAY = 0.05
 """How soon (seconds) the next pass runs when a pass left queries waiting for that reason."""
 

@@ -12,6 +12,8 @@ from test_pass_activity import codes, run_pass
 
 from streamctl.activities.passes import CatalogWork
 from streamctl.client.outbox import new_id
+from streamctl.domain import context
+from streamctl.limits import MORE_TO_START_DELAY
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import AgentAction, StopAssignment
 from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_json
@@ -254,3 +256,33 @@ def test_a_pass_starts_no_more_queries_than_the_workflow_has_room_for(catalog_ur
         PassInput("w", 3, 1000.0, [], [], 30.0, 60.0, action_room=10), request_batches_json([])
     )
     assert len([a for a in later.actions if a.start]) == 5 - room
+
+
+def test_a_pass_starts_at_most_max_starts_per_pass_and_asks_for_the_next_pass_soon(
+    catalog_url, monkeypatch
+):
+    # The workflow schedules a pass's starts in one workflow task (and again in a replay):
+    # their number is bounded whatever the room, and the queries past it start in the next
+    # pass, which the result asks for at once (its liveness deadline is the pass's now + a
+    # moment), not when some other message comes.
+    monkeypatch.setattr(context, "MAX_STARTS_PER_PASS", 2)
+    activities = CatalogWork(catalog_url)
+    run_pass(activities, 1, SETUP, events=(m.RegisterWorker("a1", capacity=20),))
+    creates = [
+        m.CreateQuery(f"SELECT id, amount FROM orders WHERE amount > {n} INTO big")
+        for n in range(5)
+    ]
+    result = activities.apply_pass(
+        PassInput("w", 2, 1000.0, [], [1000.0], 30.0, 60.0, action_room=100),
+        request_batches_json([[request.to_envelope(new_id()) for request in creates]]),
+    )
+    assert len([a for a in result.actions if a.start]) == 2
+    assert result.next_liveness_deadline == 1000.0 + MORE_TO_START_DELAY
+    started = 2
+    for pass_no in (3, 4):
+        later = activities.apply_pass(
+            PassInput("w", pass_no, 1000.0, [], [], 30.0, 60.0, action_room=100),
+            request_batches_json([]),
+        )
+        started += len([a for a in later.actions if a.start])
+    assert started == 5

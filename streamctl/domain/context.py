@@ -11,7 +11,7 @@ from streamctl.catalog.view import CatalogView
 from streamctl.compact_json import dumps_bytes
 from streamctl.lifecycle.agents import LivenessPolicy
 from streamctl.lifecycle.queries import ACTIVE_STATES, RestartPolicy
-from streamctl.limits import MAX_PASS_ACTION_BYTES
+from streamctl.limits import MAX_PASS_ACTION_BYTES, MAX_STARTS_PER_PASS
 from streamctl.workflows.actions import AgentAction
 
 
@@ -69,7 +69,7 @@ class PassContext:
         """Whether another start action fits this pass's result and the workflow's room."""
         if self.start_room is not None and self.starts >= self.start_room:
             return False
-        if self.action_bytes < MAX_PASS_ACTION_BYTES:
+        if self.action_bytes < MAX_PASS_ACTION_BYTES and self.starts < MAX_STARTS_PER_PASS:
             return True
         self.more_to_start = True
         return False
