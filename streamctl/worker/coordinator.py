@@ -32,6 +32,7 @@ from streamctl.domain import decode
 from streamctl.worker.activity_pool import RenewingProcessPool
 from streamctl.worker.metrics import CoordinatorMetrics, MetricsAddress, SdkMetrics, workflow_status
 from streamctl.worker.search_attributes import search_attributes_ready
+from streamctl.worker.stuck_runs import StuckRunWatchdog
 from streamctl.workflows.config import (
     COORDINATOR_TASK_QUEUE,
     COORDINATOR_TASK_TIMEOUT,
@@ -165,7 +166,8 @@ async def run_coordinator_worker(
 ) -> None:
     """Serve the coordinator's task queue until cancelled; with ``metrics_address`` enabled,
     also its Prometheus endpoint (:mod:`streamctl.worker.metrics`), the pending messages of
-    ``workflow_id``'s coordinator among its series."""
+    ``workflow_id``'s coordinator among its series. The process ends if the SDK cannot evict
+    a run (:mod:`streamctl.worker.stuck_runs`)."""
     sdk = SdkMetrics() if metrics_address.enabled else None
     client = await connect(address, namespace, runtime=sdk.runtime if sdk else None)
     metrics = CoordinatorMetrics()
@@ -192,6 +194,7 @@ async def run_coordinator_worker(
         )
         status = workflow_status(client, workflow_id, loop)
         async with worker, contextlib.AsyncExitStack() as endpoint:
+            endpoint.enter_context(StuckRunWatchdog().listening())
             if metrics_address.enabled:
                 served = metrics.serve(
                     metrics_address.host, metrics_address.port, sdk, catalog_url, status
