@@ -19,11 +19,12 @@ without Spark) and, in order:
    ``CoordinatorConfig.dead_after``).
 6. ``SHOW QUERIES`` through ``streamctl sql`` (pages of 500): how many rows it printed.
 
-Pass durations come from the workflow's ``status`` query (the last pass's duration, sampled
-every 100 ms: each pass once). Query states are read from the catalog itself (what every
-listing reports), not listed through the coordinator: paging 10,000 queries through it every
-second was a load of its own on the passes being measured. Everything is printed as one JSON
-object.
+A coordinator worker that ends is started again, as by ``streamctl up``
+(``coordinator_worker_restarted`` says whether one was). Pass durations come from the
+workflow's ``status`` query (the last pass's duration, sampled every 100 ms: each pass once).
+Query states are read from the catalog itself (what every listing reports), not listed
+through the coordinator: paging 10,000 queries through it every second was a load of its own
+on the passes being measured. Everything is printed as one JSON object.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import create_engine, func, select
@@ -203,7 +205,10 @@ async def _run(
         async with bench_supervisor(catalog_url) as supervisor:
             temporal = supervisor.client
             assert temporal is not None
-            [coordinator_pid] = [worker.pid for worker in supervisor.workers]
+            [first_worker] = supervisor.workers
+            # Restarts a coordinator worker that ends (the stuck-run watchdog's exit among
+            # them), as ``streamctl up`` does; the figures say whether it did.
+            watcher = asyncio.create_task(supervisor.watch())
             client = await CoordinatorClient(supervisor.address).connect()
             names = [f"sim{index:04d}" for index in range(agents)]
             fleet = SimulatedFleet(temporal, client, names, capacity)
@@ -260,7 +265,9 @@ async def _run(
                 small_p50 = result["small"]["p50_ms"] or 1.0
                 result["pass_p50_ratio"] = round(result["large"]["p50_ms"] / small_p50, 2)
 
-                result["soak"] = await _soak(temporal, coordinator_pid, soak_seconds)
+                result["soak"] = await _soak(
+                    temporal, lambda: supervisor.workers[0].pid, soak_seconds
+                )
                 result["failover"] = await _failover(client, observer, fleet, names[:kill_agents])
                 result["show_queries_rows"] = await asyncio.to_thread(
                     _show_queries_rows, supervisor.address
@@ -270,18 +277,20 @@ async def _run(
                 print(json.dumps({"partial": result, "history": diagnosis}), file=sys.stderr)
                 raise
             finally:
+                watcher.cancel()
+                result["coordinator_worker_restarted"] = supervisor.workers[0] is not first_worker
                 await fleet.stop()
                 await asyncio.to_thread(client.close)
                 observer.close()
     return result
 
 
-async def _soak(temporal: Client, pid: int, seconds: float) -> dict[str, Any]:
+async def _soak(temporal: Client, pid: Callable[[], int], seconds: float) -> dict[str, Any]:
     first_run = await temporal.get_workflow_handle(COORDINATOR_WORKFLOW_ID).describe()
     samples: list[int] = []
     deadline = time.monotonic() + seconds
     while True:
-        samples.append(rss_bytes(pid))
+        samples.append(rss_bytes(pid()))
         if time.monotonic() >= deadline:
             break
         await asyncio.sleep(min(10.0, max(0.0, deadline - time.monotonic())))
