@@ -25,5 +25,14 @@ def test_a_small_scale_run_places_moves_and_lists_every_query() -> None:
     failover = result["failover"]
     assert failover["killed_agents"] == 2 and failover["queries_moved"] > 0
     assert failover["states_after"] == {"RUNNING": 60}
+    # The breakdown found every step in the catalog (its figures are not checked).
+    assert set(failover["breakdown"]) == {
+        "last_heartbeat_after_kill",
+        "dead_after_last_heartbeat",
+        "start_after_dead",
+        "running_after_start",
+    }
+    assert failover["breakdown"]["running_after_start"]["max"] > 0
+    assert not result["coordinator_worker_restarted"]
     assert result["show_queries_rows"] == 60
     assert result["soak"]["rss_max_mib"] > 0

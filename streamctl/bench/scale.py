@@ -37,7 +37,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from sqlalchemy import create_engine, func, select
@@ -46,7 +46,7 @@ from temporalio.client import Client
 
 from streamctl.bench.sim_agents import SimulatedFleet
 from streamctl.bench.stack import bench_supervisor
-from streamctl.catalog.models import Base, Query
+from streamctl.catalog.models import Base, ChangelogEntry, Query, SnapshotVersion, Worker
 from streamctl.catalog.scratch import scratch_database
 from streamctl.client.client import CoordinatorClient
 from streamctl.workflows import messages as m
@@ -88,6 +88,27 @@ class CatalogObserver:
         with self.engine.connect() as connection:
             rows = connection.execute(select(Query.id, Query.current_state, Query.worker))
             return {row.id: (row.current_state, row.worker) for row in rows}
+
+    def transitions(self, entity: str, keys: Collection[str], action: str) -> dict[str, float]:
+        """When (``committed_at`` of its pass) each of ``keys`` last made the changelog's
+        ``action`` (``SUSPECT->DEAD``, ``STARTING->RUNNING``)."""
+        columns = (ChangelogEntry.key, func.max(SnapshotVersion.committed_at))
+        statement = (
+            select(*columns)
+            .join(SnapshotVersion, SnapshotVersion.version == ChangelogEntry.version)
+            .where(ChangelogEntry.entity == entity, ChangelogEntry.action == action)
+            .where(ChangelogEntry.key.in_(list(keys)))
+            .group_by(ChangelogEntry.key)
+        )
+        with self.engine.connect() as connection:
+            return {key: float(at) for key, at in connection.execute(statement)}
+
+    def last_heartbeats(self, names: Collection[str]) -> dict[str, float]:
+        statement = select(Worker.name, Worker.last_heartbeat_at).where(
+            Worker.name.in_(list(names))
+        )
+        with self.engine.connect() as connection:
+            return {name: float(at) for name, at in connection.execute(statement)}
 
     def close(self) -> None:
         self.engine.dispose()
@@ -314,8 +335,13 @@ async def _failover(
     victims: list[str],
 ) -> dict[str, Any]:
     moved: set[int] = set()
+    killed_at: dict[str, float] = {}
+    agent_of: dict[int, str] = {}
     for name in victims:
-        moved.update(await fleet.kill(name))
+        ran = await fleet.kill(name)
+        killed_at[name] = time.time()
+        moved.update(ran)
+        agent_of.update((query_id, name) for query_id in ran)
     gone = set(victims)
     started = time.monotonic()
 
@@ -337,6 +363,7 @@ async def _failover(
     dead_s = await _wait(all_dead, 600, "every killed agent DEAD")
     await _wait(all_elsewhere, 600, "every query of the killed agents RUNNING elsewhere", 0.5)
     listed = await client.list_all(m.ListQueries())
+    breakdown = await asyncio.to_thread(_failover_breakdown, observer, killed_at, agent_of)
     return {
         "killed_agents": len(victims),
         "queries_moved": len(moved),
@@ -344,6 +371,47 @@ async def _failover(
         "seconds_until_running_elsewhere": round(time.monotonic() - started, 1),
         "states_after": dict(Counter(q["current_state"] for q in listed)),
         "running_elsewhere_timeline": timeline,
+        "breakdown": breakdown,
+    }
+
+
+def _failover_breakdown(
+    observer: CatalogObserver, killed_at: dict[str, float], agent_of: dict[int, str]
+) -> dict[str, dict[str, float]]:
+    """Where the failover's time went, from the catalog (seconds; p50 and max over the killed
+    agents or their queries): the last heartbeat the coordinator took after the kill (a
+    backlog of the fleet's events), DEAD after that heartbeat (``dead_after`` and the
+    liveness check's lateness), the restart's start after DEAD (placement's pace), and RUNNING
+    after the start (the agent's answer and the pass that applies it)."""
+    names = list(killed_at)
+    heartbeats = observer.last_heartbeats(names)
+    dead = observer.transitions("worker", names, "SUSPECT->DEAD")
+    queries = [str(query_id) for query_id in agent_of]
+    starting = observer.transitions("query", queries, "RECOVERING->STARTING")
+    running = observer.transitions("query", queries, "STARTING->RUNNING")
+
+    def spread(values: list[float]) -> dict[str, float]:
+        if not values:
+            return {"p50": 0.0, "max": 0.0}
+        return {"p50": round(statistics.median(values), 1), "max": round(max(values), 1)}
+
+    return {
+        "last_heartbeat_after_kill": spread(
+            [heartbeats[n] - killed_at[n] for n in names if n in heartbeats]
+        ),
+        "dead_after_last_heartbeat": spread(
+            [dead[n] - heartbeats[n] for n in names if n in dead and n in heartbeats]
+        ),
+        "start_after_dead": spread(
+            [
+                starting[q] - dead[agent_of[int(q)]]
+                for q in queries
+                if q in starting and agent_of[int(q)] in dead
+            ]
+        ),
+        "running_after_start": spread(
+            [running[q] - starting[q] for q in queries if q in running and q in starting]
+        ),
     }
 
 
