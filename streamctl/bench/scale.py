@@ -64,24 +64,19 @@ QUERY = "SELECT id, v FROM ticks WHERE v > {n} INTO discard"
 FILLER_SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
 
 
-def catalog_rows(catalog_url: str) -> int:
-    """Rows in every table of the catalog."""
-    engine = create_engine(catalog_url)
-    try:
-        with engine.connect() as connection:
-            return sum(
-                int(connection.execute(select(func.count()).select_from(table)).scalar_one())
-                for table in Base.metadata.sorted_tables
-            )
-    finally:
-        engine.dispose()
-
-
 class CatalogObserver:
     """Reads the catalog the benchmark's coordinator writes, beside it (its own connection)."""
 
     def __init__(self, catalog_url: str) -> None:
         self.engine = create_engine(catalog_url)
+
+    def rows(self) -> int:
+        """Rows in every table of the catalog."""
+        with self.engine.connect() as connection:
+            return sum(
+                int(connection.execute(select(func.count()).select_from(table)).scalar_one())
+                for table in Base.metadata.sorted_tables
+            )
 
     def query_states(self) -> dict[int, tuple[str, str | None]]:
         """Each query's current state and worker."""
@@ -227,13 +222,13 @@ async def _run(
             temporal = supervisor.client
             assert temporal is not None
             [first_worker] = supervisor.workers
-            # Restarts a coordinator worker that ends (the stuck-run watchdog's exit among
-            # them), as ``streamctl up`` does; the figures say whether it did.
-            watcher = asyncio.create_task(supervisor.watch())
             client = await CoordinatorClient(supervisor.address).connect()
             names = [f"sim{index:04d}" for index in range(agents)]
             fleet = SimulatedFleet(temporal, client, names, capacity)
             observer = CatalogObserver(catalog_url)
+            # Restarts a coordinator worker that ends (the stuck-run watchdog's exit among
+            # them), as ``streamctl up`` does; the figures say whether it did.
+            watcher = asyncio.create_task(supervisor.watch())
             try:
                 await fleet.start()
 
@@ -244,7 +239,7 @@ async def _run(
 
                 result["fleet_alive_s"] = await _wait(all_alive, 300, "every agent ALIVE")
                 await client.ask(m.ExecuteStatement(SOURCE))
-                result["small_rows"] = await asyncio.to_thread(catalog_rows, catalog_url)
+                result["small_rows"] = await asyncio.to_thread(observer.rows)
                 result["small"] = await sample_passes(temporal, sample_seconds)
 
                 started = time.monotonic()
@@ -266,7 +261,7 @@ async def _run(
                 await _wait(all_running, 1800, f"{queries} queries RUNNING")
                 result["queries_running_s"] = round(time.monotonic() - started, 1)
 
-                rows = await asyncio.to_thread(catalog_rows, catalog_url)
+                rows = await asyncio.to_thread(observer.rows)
                 tag = uuid.uuid4().hex[:6]
                 index = 0
                 while rows < large_rows:
@@ -280,7 +275,7 @@ async def _run(
                     index += missing
                     if not all(a.ok for a in answers):
                         raise RuntimeError("filler sources refused")
-                    rows = await asyncio.to_thread(catalog_rows, catalog_url)
+                    rows = await asyncio.to_thread(observer.rows)
                 result["large_rows"] = rows
                 result["large"] = await sample_passes(temporal, sample_seconds)
                 small_p50 = result["small"]["p50_ms"] or 1.0
@@ -386,7 +381,8 @@ def _failover_breakdown(
     names = list(killed_at)
     heartbeats = observer.last_heartbeats(names)
     dead = observer.transitions("worker", names, "SUSPECT->DEAD")
-    queries = [str(query_id) for query_id in agent_of]
+    agent_by_key = {str(query_id): agent for query_id, agent in agent_of.items()}
+    queries = list(agent_by_key)
     starting = observer.transitions("query", queries, "RECOVERING->STARTING")
     running = observer.transitions("query", queries, "STARTING->RUNNING")
 
@@ -404,9 +400,9 @@ def _failover_breakdown(
         ),
         "start_after_dead": spread(
             [
-                starting[q] - dead[agent_of[int(q)]]
+                starting[q] - dead[agent_by_key[q]]
                 for q in queries
-                if q in starting and agent_of[int(q)] in dead
+                if q in starting and agent_by_key[q] in dead
             ]
         ),
         "running_after_start": spread(
