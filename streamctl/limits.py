@@ -59,6 +59,15 @@ follows at once. The workflow schedules every start of a pass in one workflow ta
 activity each, its plan encoded), and again when it replays the run: a thousand of them made
 that task take seconds on a loaded machine, past the SDK's deadlock detection (2 s), after
 which the worker could not evict the run and the coordinator stopped for good."""
+MAX_ACTIONS_PER_TASK = 250
+"""Agent actions (activities) the coordinator workflow schedules in one workflow task at most;
+the others wait in the workflow, in order, for the next tasks (:data:`ACTION_RELEASE_DELAY`).
+For the same reason as :data:`MAX_STARTS_PER_PASS`: the actions a run carries through
+continue-as-new (up to :data:`MAX_ACTIONS_UNDER_WAY` under way and more waiting) were all
+scheduled by the next run's first task, and a mass drop's stops by one pass's task."""
+ACTION_RELEASE_DELAY = 0.05
+"""How soon (seconds) the coordinator workflow schedules more actions when
+:data:`MAX_ACTIONS_PER_TASK` left some waiting with room for them under way."""
 MORE_TO_START_DELAY = 0.05
 """How soon (seconds) the next pass runs when a pass left queries waiting for that reason."""
 

@@ -31,7 +31,9 @@ class CoordinatorConfig:
     max_batch_bytes: int = 1_000_000
     passes_per_run: int = 1000
     max_history_events: int = 2000
-    action_drain_timeout: float = 30.0
+    action_drain_timeout: float = 5.0
+    """How long a run that is due to continue as new waits for its actions under way (it goes
+    on answering requests meanwhile, but decides no starts); the next run runs the rest again."""
     max_actions_under_way: int = MAX_ACTIONS_UNDER_WAY
     """Agent actions run at once (pending activities); more wait in the workflow, in order."""
     suspect_after: float = 10.0

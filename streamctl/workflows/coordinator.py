@@ -22,7 +22,7 @@ Protocol
   (:mod:`streamctl.workflows.passes`). Parsing thousands of bodies per second in workflow
   code was most of the coordinator worker's CPU.
 * Update validation refuses a batch (before it enters history) when the buffer is full
-  (``Busy``) or the run is draining for continue-as-new (``ContinuingAsNew``); clients retry
+  (``Busy``) or the run is closing for continue-as-new (``ContinuingAsNew``); clients retry
   those with the same ids after a backoff.
 * Limits (:mod:`streamctl.limits`): a request batch holds at most ``MAX_REQUESTS_PER_UPDATE``
   requests and ``max_batch_bytes`` bytes (else ``InvalidBatch``, refused before history); one
@@ -56,26 +56,30 @@ Guarantees
   (:mod:`streamctl.workflows.agent_calls`); each outcome comes back as a ``QueryStatusChanged``
   event into a later pass. At most ``max_actions_under_way`` run at once (Temporal fails a
   workflow task past 2,000 pending activities); later ones wait in the workflow, in the order
-  they came, and count against the room for starts a pass gets. An action is never lost: before
-  continue-as-new the run waits up to ``action_drain_timeout`` for the actions under way (an
-  activity completing while the run closes would fail that workflow task), and carries the
-  ones still running or waiting (at most ``MAX_CARRIED_WAITING_ACTIONS`` of these) to the next
-  run, which runs them again (every action is idempotent on the agent: a start of a query it
-  runs reports it, a stop of one it does not run reports ``STOPPED``, a stale stop is
-  ignored).
+  they came, and count against the room for starts a pass gets. One workflow task schedules
+  at most ``MAX_ACTIONS_PER_TASK`` of them (a longer task risks the SDK's deadlock detection);
+  the rest follow in the next tasks. An action is never lost: before continue-as-new the run
+  waits up to ``action_drain_timeout`` for the actions under way (an activity completing while
+  the run closes would fail that workflow task), and carries the ones still running or
+  waiting (at most ``MAX_CARRIED_WAITING_ACTIONS`` of these) to the next run, which runs them
+  again (every action is idempotent on the agent: a start of a query it runs reports it, a
+  stop of one it does not run reports ``STOPPED``, a stale stop is ignored).
 * Continue-as-new happens after ``passes_per_run`` passes, at ``max_history_events`` or when
-  Temporal suggests it. A signal that arrives while the closing workflow task runs fails it
-  (UnhandledCommand), and the retry replays the whole run; retried from that replay under a
-  steady stream of events it failed again and again. So a draining run decides no new starts
-  (few actions to carry), waits for its actions under way once (``action_drain_timeout`` in
-  all), and continues as new only from a quiet task: one that began with nothing but a short
-  timer's firing (:meth:`CoordinatorWorkflow._quiet_for_continue_as_new`; after
-  ``QUIET_ATTEMPTS`` timers, one with few other events, never a replaying retry's). The next
-  run begins with a pass. The run
-  refuses new updates, answers every accepted request, waits for its handlers and carries
+  Temporal suggests it, in two phases. **Draining**: the run decides no new starts (few
+  actions to carry) and waits for its actions under way, up to ``action_drain_timeout``; it
+  goes on accepting and answering requests and events meanwhile, so the control plane stays
+  available (runs recorded before :data:`SERVE_WHILE_DRAINING_PATCH` refused requests for
+  the whole drain: under ``bench scale``'s failover that was ~30 s without answers or
+  restarts). **Closing**: the run refuses new updates (``ContinuingAsNew``), answers every
+  accepted request, waits for its handlers, and continues as new only from a quiet task: a
+  signal that arrives while the closing workflow task runs fails it (UnhandledCommand), and
+  the retry replays the whole run; retried from that replay under a steady stream of events
+  it failed again and again. A quiet task is one that began with nothing but a short timer's
+  firing (:meth:`CoordinatorWorkflow._quiet_for_continue_as_new`; after ``QUIET_ATTEMPTS``
+  timers, one with few other events, never a replaying retry's). It carries
   :class:`~streamctl.workflows.state.CoordinatorState` (version, pass number, pending events,
-  sender marks, actions under way) to the next run. No request batch is pending at that
-  point, so no raw payload needs carrying.
+  sender marks, actions under way) to the next run, which begins with a pass. No request
+  batch is pending at that point, so no raw payload needs carrying.
 """
 
 from __future__ import annotations
@@ -96,6 +100,8 @@ with workflow.unsafe.imports_passed_through():
     from streamctl.compact_json import dumps
     from streamctl.error_codes import ErrorCode
     from streamctl.limits import (
+        ACTION_RELEASE_DELAY,
+        MAX_ACTIONS_PER_TASK,
         MAX_CARRIED_EVENT_BYTES,
         MAX_CARRIED_WAITING_ACTIONS,
         MAX_EVENT_BATCH_BYTES,
@@ -181,6 +187,11 @@ RUN_LENGTH_BACKSTOP = 4
 senders so fast that no task is ever calm must not grow the run to Temporal's hard limit
 (51,200 events), which terminates the workflow."""
 RUN_LENGTH_BACKSTOP_EVENTS = 40_000
+SERVE_WHILE_DRAINING_PATCH = "serve-while-draining"
+"""A run due to continue as new goes on answering requests while its actions under way drain
+(``action_drain_timeout``) and refuses them only while it closes; it schedules at most
+:data:`~streamctl.limits.MAX_ACTIONS_PER_TASK` actions per workflow task. Older runs refused
+requests for the whole drain and scheduled every action at once."""
 
 
 def _size(envelope: Envelope) -> int:
@@ -199,6 +210,15 @@ class CoordinatorWorkflow:
         self.pending_requests = 0
         self.compaction_index: dict[tuple[str, str], int] = {}
         self.draining = False
+        """Continue-as-new is due: the run decides no starts and lets its actions drain."""
+        self.closing = False
+        """The drain is over: the run refuses new requests and continues as new once the
+        accepted ones are answered (runs without :data:`SERVE_WHILE_DRAINING_PATCH`: from
+        the moment it drains, see :meth:`_closing`)."""
+        self.serve_while_draining = False
+        self.launched_in_task = 0
+        self.launch_task = -1
+        """The history length of the workflow task that ``launched_in_task`` counts for."""
         self.quiet_continue_as_new = False
         self.calm_continue_as_new = False
         self.calmest_timer_task: int | None = None
@@ -239,7 +259,7 @@ class CoordinatorWorkflow:
 
     def _check_submit(self, ids: list[str], requests: RawValue) -> None:
         config = self.state.config
-        if self.draining:
+        if self._closing():
             raise ApplicationError(
                 "coordinator is continuing as new; retry", type="ContinuingAsNew"
             )
@@ -282,7 +302,7 @@ class CoordinatorWorkflow:
         self.query_waiters.append(waiter)
         try:
             await workflow.wait_condition(
-                lambda: waiter.settled or self.draining,
+                lambda: waiter.settled or self._closing(),
                 timeout=min(timeout, MAX_QUERY_WAIT_SECONDS),
             )
         except TimeoutError:
@@ -293,7 +313,7 @@ class CoordinatorWorkflow:
 
     @wait_query.validator
     def validate_wait_query(self, query_id: int, states: list[str], timeout: float) -> None:
-        if self.draining:
+        if self._closing():
             raise ApplicationError(
                 "coordinator is continuing as new; retry", type="ContinuingAsNew"
             )
@@ -386,6 +406,7 @@ class CoordinatorWorkflow:
             self.state.pass_no = max(self.state.pass_no, position.last_pass_no)
             self.state.position_loaded = True
             self._enqueue_liveness_check()
+        self.serve_while_draining = workflow.patched(SERVE_WHILE_DRAINING_PATCH)
         for action in self.state.actions_under_way:  # cut short by the previous run's end
             self._start_action(action)
         self.state.actions_under_way = []
@@ -402,12 +423,19 @@ class CoordinatorWorkflow:
             self._enqueue_liveness_check()
 
         while True:
+            if self.serve_while_draining:
+                self._release_waiting_actions()
             await self._gather()
             if self._continue_as_new_due():
+                if self.serve_while_draining and not self.draining:
+                    timeout = self.state.config.action_drain_timeout
+                    self.drain_deadline = workflow.now().timestamp() + timeout
                 self.draining = True
             if self._has_pending():
                 await self._run_pass()
-            if self.draining and not self.request_batches:
+            if self.draining and not self._closing() and self._drain_over():
+                self.closing = True
+            if self._closing() and not self.request_batches:
                 if self._carried_bytes() > MAX_CARRIED_EVENT_BYTES and workflow.patched(
                     "bounded-continue-as-new-state"
                 ):
@@ -445,17 +473,16 @@ class CoordinatorWorkflow:
         )
 
     async def _gather(self) -> None:
-        """Wait until a batch is due: full, old enough, a liveness deadline, or draining."""
+        """Wait until a batch is due: full, old enough, a liveness deadline, or closing; or,
+        with nothing pending, until continue-as-new is due, the drain is over, or waiting
+        actions may be scheduled."""
         self._heard()  # a pass returned: this workflow task runs
         config = self.state.config
-        if not self._has_pending() and not self.draining:
+        if not self._has_pending() and not self._closing():
             with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(
-                    lambda: self._has_pending() or self._continue_as_new_due(),
-                    timeout=self._until_liveness_deadline(),
-                )
+                await workflow.wait_condition(self._idle_over, timeout=self._idle_timeout())
         self._check_liveness_deadline()
-        if not self._has_pending() or self.draining or self._wait_due():
+        if not self._has_pending() or self._closing() or self._wait_due():
             return
         waited = workflow.now().timestamp() - self._oldest_arrival()
         remaining = config.timeout - waited
@@ -670,24 +697,67 @@ class CoordinatorWorkflow:
     # --- agent actions ---------------------------------------------------------------------
 
     def _start_action(self, action: AgentAction) -> None:
-        """Run ``action`` now, or after those before it when ``max_actions_under_way`` run.
+        """Run ``action`` now, or after those before it when ``max_actions_under_way`` run or
+        this workflow task has scheduled :data:`~streamctl.limits.MAX_ACTIONS_PER_TASK`.
 
-        Only a pass's stops (a drop of many queries) and follow-up actions ever wait: a pass
-        decides no more starts than :meth:`_action_room`. Histories that never reached the
-        bound replay unchanged (no command differs below it)."""
+        Only a pass's stops (a drop of many queries), follow-up actions and the actions a run
+        carries ever wait: a pass decides no more starts than :meth:`_action_room`. Histories
+        that never reached the bound replay unchanged (no command differs below it)."""
+        if self.serve_while_draining:
+            self.actions_waiting.append(action)
+            self._release_waiting_actions()
+            return
         if len(self.actions_under_way) >= self.state.config.max_actions_under_way:
             self.actions_waiting.append(action)
             return
+        self._launch(action)
+
+    def _launch(self, action: AgentAction) -> None:
         task = asyncio.create_task(self._run_action(action))
         self.actions_under_way[task] = action
         task.add_done_callback(self._action_ended)
 
     def _action_ended(self, task: asyncio.Task[None]) -> None:
         self.actions_under_way.pop(task, None)
+        if self.serve_while_draining:
+            self._release_waiting_actions()
+            return
         while self.actions_waiting and (
             len(self.actions_under_way) < self.state.config.max_actions_under_way
         ):
             self._start_action(self.actions_waiting.pop(0))
+
+    def _release_waiting_actions(self) -> None:
+        """Schedule waiting actions, in order, while there is room under way and this workflow
+        task has scheduled fewer than :data:`~streamctl.limits.MAX_ACTIONS_PER_TASK`; the
+        loop comes back for the rest (:meth:`_idle_timeout`). A closing run schedules only
+        what it could not carry (past :data:`~streamctl.limits.MAX_CARRIED_WAITING_ACTIONS`):
+        an activity completing while it closes would make Temporal refuse its
+        continue-as-new."""
+        if self.closing and len(self.actions_waiting) <= MAX_CARRIED_WAITING_ACTIONS:
+            return
+        task = workflow.info().get_current_history_length()  # the same all through one task
+        if task != self.launch_task:
+            self.launch_task, self.launched_in_task = task, 0
+        room = self.state.config.max_actions_under_way - len(self.actions_under_way)
+        count = min(room, MAX_ACTIONS_PER_TASK - self.launched_in_task, len(self.actions_waiting))
+        if count <= 0:
+            return
+        releasing = self.actions_waiting[:count]
+        del self.actions_waiting[:count]
+        self.launched_in_task += count
+        for action in releasing:
+            self._launch(action)
+
+    def _actions_to_release(self) -> bool:
+        """Actions wait that only this task's :data:`~streamctl.limits.MAX_ACTIONS_PER_TASK`
+        holds back."""
+        return (
+            self.serve_while_draining
+            and not self.closing
+            and bool(self.actions_waiting)
+            and len(self.actions_under_way) < self.state.config.max_actions_under_way
+        )
 
     async def _quiet_for_continue_as_new(self) -> bool:
         """Whether the run may continue as new in the current workflow task.
@@ -738,7 +808,9 @@ class CoordinatorWorkflow:
     async def _drain_actions(self) -> None:
         """Wait for the actions under way before continuing as new, up to
         ``action_drain_timeout`` in all: a quiet check that fails comes back here, and must not
-        wait the whole timeout again (older runs waited it each time)."""
+        wait the whole timeout again (older runs waited it each time). With
+        :data:`SERVE_WHILE_DRAINING_PATCH` the loop has drained before the run closes (the
+        deadline is set when draining begins), and this returns at once."""
         timeout = self.state.config.action_drain_timeout
         if self.quiet_continue_as_new:
             now = workflow.now().timestamp()
@@ -821,6 +893,40 @@ class CoordinatorWorkflow:
         arrivals = [p.received_at for p in self.state.pending[:1]]
         arrivals += [b.received_at for b in self.request_batches[:1]]
         return min(arrivals)
+
+    def _closing(self) -> bool:
+        """Whether the run refuses new requests and waits: it is about to continue as new."""
+        return self.closing if self.serve_while_draining else self.draining
+
+    def _drain_over(self) -> bool:
+        """Whether a draining run has waited enough for its actions: none is left under way
+        or waiting, or ``action_drain_timeout`` has passed (the next run runs the rest)."""
+        if not (self.actions_under_way or self.actions_waiting):
+            return True
+        return self.drain_deadline is not None and workflow.now().timestamp() >= self.drain_deadline
+
+    def _idle_over(self) -> bool:
+        """What ends the loop's wait when nothing is pending."""
+        if self._has_pending():
+            return True
+        if self.serve_while_draining and self.draining:
+            return not (self.actions_under_way or self.actions_waiting)
+        return self._continue_as_new_due()
+
+    def _idle_timeout(self) -> timedelta | None:
+        """How long the loop may wait when nothing is pending: until the liveness deadline, and,
+        with :data:`SERVE_WHILE_DRAINING_PATCH`, the drain's deadline and the next release of
+        waiting actions."""
+        timeout = self._until_liveness_deadline()
+        if not self.serve_while_draining:
+            return timeout
+        waits = [] if timeout is None else [timeout]
+        if self.draining and self.drain_deadline is not None:
+            left = self.drain_deadline - workflow.now().timestamp()
+            waits.append(timedelta(seconds=max(0.001, left)))
+        if self._actions_to_release():
+            waits.append(timedelta(seconds=ACTION_RELEASE_DELAY))
+        return min(waits, default=None)
 
     def _continue_as_new_due(self) -> bool:
         info = workflow.info()
