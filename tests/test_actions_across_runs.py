@@ -1,6 +1,7 @@
 """An agent action still under way when the coordinator continues as new (after waiting
 ``action_drain_timeout`` for it) is not lost: the next run runs it again, and the query it was
-for moves on.
+for moves on. While a run drains it still answers requests; a workflow task schedules at most
+``MAX_ACTIONS_PER_TASK`` actions.
 
 The agent here is a stand-in worker on the agent's task queue (the coordinator's side of the
 protocol is under test; the Spark side has its own tests): its first ``start_query`` blocks
@@ -20,9 +21,11 @@ from typing import Any
 import pytest
 from conftest import wait_until
 from temporalio import activity
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from streamctl import limits
 from streamctl.client.client import CoordinatorClient
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import (
@@ -268,3 +271,82 @@ async def test_waiting_actions_are_carried_to_the_next_run(
         await wait_until(run_changed, timeout=60)
         agent.release_stops.set()
         await wait_until(lambda: agent.stopped == set(ids), timeout=60)
+
+
+async def test_a_draining_run_answers_requests_until_its_actions_end(
+    temporal_client, start_coordinator, sqlite_url
+):
+    """A run due to continue as new waits for its actions under way, and goes on answering
+    requests meanwhile (older runs refused them all for the whole drain, up to 30 s); it
+    continues as new once the action ended, which then does not run again."""
+    coordinator = await start_coordinator(
+        sqlite_url, CoordinatorConfig(passes_per_run=8, action_drain_timeout=300.0)
+    )
+    agent = StandInAgent(f"a_{uuid.uuid4().hex[:6]}")
+    client = await coordinator.client().connect()
+    try:
+        async with stand_in_worker(temporal_client, agent):
+            await declare_agent_and_query_parts(client, agent)
+            first_run = (await coordinator.handle.describe()).run_id
+            created = await client.ask(m.CreateQuery("SELECT id FROM numbers INTO out"))
+            await wait_until(lambda: len(agent.starts) == 1)
+
+            async def draining() -> bool:
+                await client.ask(m.ListQueries())
+                return bool((await coordinator.handle.query("status"))["draining"])
+
+            await wait_until(draining, timeout=60)
+            for _ in range(3):  # answered by the draining run itself
+                query = await client.ask(m.GetQuery(created["id"]))
+                assert query["current_state"] != "RUNNING"  # the start is still held
+                assert (await coordinator.handle.describe()).run_id == first_run
+            assert (await coordinator.handle.query("status"))["draining"]
+
+            agent.release_first_start.set()
+
+            async def running_in_a_later_run() -> bool:
+                query = await client.ask(m.GetQuery(created["id"]))
+                run_id = (await coordinator.handle.describe()).run_id
+                return bool(query["current_state"] == "RUNNING" and run_id != first_run)
+
+            await wait_until(running_in_a_later_run, timeout=60)
+            assert agent.starts == [1]  # the start ended in its run: nothing to carry
+    finally:
+        await asyncio.to_thread(client.close)
+
+
+AGENT_ACTIVITIES = {"start_query", "stop_query", "list_queries", "explain_query"}
+
+
+async def test_a_workflow_task_schedules_a_bounded_number_of_actions(
+    temporal_client, start_coordinator, sqlite_url, monkeypatch
+):
+    """A pass that decides more stops than ``MAX_ACTIONS_PER_TASK`` has them scheduled over
+    several workflow tasks (a thousand in one task outran the SDK's deadlock detection), all
+    of them, in order."""
+    monkeypatch.setattr(limits, "MAX_ACTIONS_PER_TASK", 2)  # read when a run imports the code
+    coordinator = await start_coordinator(sqlite_url)
+    agent = AgentWithHeldStops(f"a_{uuid.uuid4().hex[:6]}")
+    client = await coordinator.client().connect()
+    try:
+        async with stand_in_worker(temporal_client, agent, capacity=7):
+            await declare_agent_and_query_parts(client, agent, capacity=7)
+            ids = await create_running_queries(client, 7)
+            dropped = await client.ask_many([m.DropQuery(query_id) for query_id in ids])
+            assert all(response.ok for response in dropped)
+            await wait_until(lambda: agent.stops_at_once == 7, timeout=60)
+            agent.release_stops.set()
+            await wait_until(lambda: agent.stopped == set(ids), timeout=60)
+        history = await temporal_client.get_workflow_handle(coordinator.workflow_id).fetch_history()
+    finally:
+        await asyncio.to_thread(client.close)
+    scheduled_by_task: dict[int, list[str]] = {}
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attributes = event.activity_task_scheduled_event_attributes
+            if attributes.activity_type.name in AGENT_ACTIVITIES:
+                task = attributes.workflow_task_completed_event_id
+                scheduled_by_task.setdefault(task, []).append(attributes.activity_type.name)
+    stops = [names for names in scheduled_by_task.values() if "stop_query" in names]
+    assert sum(len(names) for names in stops) == 7
+    assert max(len(names) for names in scheduled_by_task.values()) == 2
