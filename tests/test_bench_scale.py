@@ -33,6 +33,9 @@ def test_a_small_scale_run_places_moves_and_lists_every_query() -> None:
         "running_after_start",
     }
     assert failover["breakdown"]["running_after_start"]["max"] > 0
+    # The last moved queries to run elsewhere, each with its changelog story ending RUNNING.
+    assert len(failover["slowest"]) == min(3, failover["queries_moved"])
+    assert all(story["story"][-1][1] == "STARTING->RUNNING" for story in failover["slowest"])
     assert not result["coordinator_worker_restarted"]
     assert result["show_queries_rows"] == 60
     assert result["soak"]["rss_max_mib"] > 0

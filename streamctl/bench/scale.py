@@ -98,6 +98,21 @@ class CatalogObserver:
         with self.engine.connect() as connection:
             return {key: float(at) for key, at in connection.execute(statement)}
 
+    def story(self, entity: str, key: str, since: float) -> list[tuple[float, str, str]]:
+        """What the changelog says happened to one entity since ``since`` (epoch seconds):
+        ``(committed_at, action, reason)`` in the order the passes applied them."""
+        statement = (
+            select(SnapshotVersion.committed_at, ChangelogEntry.action, ChangelogEntry.reason)
+            .join(SnapshotVersion, SnapshotVersion.version == ChangelogEntry.version)
+            .where(ChangelogEntry.entity == entity, ChangelogEntry.key == key)
+            .where(SnapshotVersion.committed_at >= since)
+            .order_by(ChangelogEntry.version, ChangelogEntry.seq)
+        )
+        with self.engine.connect() as connection:
+            return [
+                (float(at), action, reason) for at, action, reason in connection.execute(statement)
+            ]
+
     def last_heartbeats(self, names: Collection[str]) -> dict[str, float]:
         statement = select(Worker.name, Worker.last_heartbeat_at).where(
             Worker.name.in_(list(names))
@@ -359,6 +374,7 @@ async def _failover(
     await _wait(all_elsewhere, 600, "every query of the killed agents RUNNING elsewhere", 0.5)
     listed = await client.list_all(m.ListQueries())
     breakdown = await asyncio.to_thread(_failover_breakdown, observer, killed_at, agent_of)
+    slowest = await asyncio.to_thread(_slowest_stories, observer, min(killed_at.values()), moved)
     return {
         "killed_agents": len(victims),
         "queries_moved": len(moved),
@@ -367,7 +383,31 @@ async def _failover(
         "states_after": dict(Counter(q["current_state"] for q in listed)),
         "running_elsewhere_timeline": timeline,
         "breakdown": breakdown,
+        "slowest": slowest,
     }
+
+
+SLOWEST_STORIES = 3
+
+
+def _slowest_stories(
+    observer: CatalogObserver, killed_at: float, moved: Collection[int]
+) -> list[dict[str, Any]]:
+    """The changelog's story of the :data:`SLOWEST_STORIES` moved queries that ran elsewhere
+    last (seconds since the first kill, action, reason): why the failover's tail was long."""
+    keys = [str(query_id) for query_id in moved]
+    running = observer.transitions("query", keys, "STARTING->RUNNING")
+    last = sorted(keys, key=lambda key: running.get(key, float("inf")))[-SLOWEST_STORIES:]
+    return [
+        {
+            "query": int(key),
+            "story": [
+                (round(at - killed_at, 1), action, reason[:160])
+                for at, action, reason in observer.story("query", key, killed_at)
+            ],
+        }
+        for key in last
+    ]
 
 
 def _failover_breakdown(
