@@ -299,7 +299,9 @@ async def _run(
                 result["soak"] = await _soak(
                     temporal, lambda: supervisor.workers[0].pid, soak_seconds
                 )
-                result["failover"] = await _failover(client, observer, fleet, names[:kill_agents])
+                result["failover"] = await _failover(
+                    temporal, client, observer, fleet, names[:kill_agents]
+                )
                 result["show_queries_rows"] = await asyncio.to_thread(
                     _show_queries_rows, supervisor.address
                 )
@@ -339,6 +341,7 @@ async def _soak(temporal: Client, pid: Callable[[], int], seconds: float) -> dic
 
 
 async def _failover(
+    temporal: Client,
     client: CoordinatorClient,
     observer: CatalogObserver,
     fleet: SimulatedFleet,
@@ -372,6 +375,7 @@ async def _failover(
 
     dead_s = await _wait(all_dead, 600, "every killed agent DEAD")
     await _wait(all_elsewhere, 600, "every query of the killed agents RUNNING elsewhere", 0.5)
+    elsewhere_s = round(time.monotonic() - started, 1)  # before the listing below
     listed = await client.list_all(m.ListQueries())
     breakdown = await asyncio.to_thread(_failover_breakdown, observer, killed_at, agent_of)
     slowest = await asyncio.to_thread(_slowest_stories, observer, min(killed_at.values()), moved)
@@ -379,12 +383,24 @@ async def _failover(
         "killed_agents": len(victims),
         "queries_moved": len(moved),
         "seconds_until_dead": dead_s,
-        "seconds_until_running_elsewhere": round(time.monotonic() - started, 1),
+        "seconds_until_running_elsewhere": elsewhere_s,
         "states_after": dict(Counter(q["current_state"] for q in listed)),
         "running_elsewhere_timeline": timeline,
         "breakdown": breakdown,
         "slowest": slowest,
+        "runs_started": await _runs_started(temporal, min(killed_at.values())),
     }
+
+
+async def _runs_started(temporal: Client, since: float) -> list[tuple[float, int]]:
+    """The coordinator runs begun since ``since`` (epoch seconds): when (seconds since then)
+    and how long each history grew; a continue-as-new in the failover shows here."""
+    runs = [
+        (round(execution.start_time.timestamp() - since, 1), execution.history_length)
+        async for execution in temporal.list_workflows(f"WorkflowId = '{COORDINATOR_WORKFLOW_ID}'")
+        if execution.start_time.timestamp() >= since
+    ]
+    return sorted(runs)
 
 
 SLOWEST_STORIES = 3
