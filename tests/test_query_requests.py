@@ -251,11 +251,13 @@ def test_a_pass_starts_no_more_queries_than_the_workflow_has_room_for(catalog_ur
     )
     assert all(answer["ok"] for answer in json.loads(result.responses[0]))
     assert len([a for a in result.actions if a.start]) == room
+    assert result.starts_waiting  # the workflow puts off continue-as-new while so
     # the rest wait (CREATED) and start in the next pass with room
     later = activities.apply_pass(
         PassInput("w", 3, 1000.0, [], [], 30.0, 60.0, action_room=10), request_batches_json([])
     )
     assert len([a for a in later.actions if a.start]) == 5 - room
+    assert not later.starts_waiting
 
 
 def test_a_pass_starts_at_most_max_starts_per_pass_and_asks_for_the_next_pass_soon(
@@ -278,6 +280,7 @@ def test_a_pass_starts_at_most_max_starts_per_pass_and_asks_for_the_next_pass_so
     )
     assert len([a for a in result.actions if a.start]) == 2
     assert result.next_liveness_deadline == 1000.0 + MORE_TO_START_DELAY
+    assert result.starts_waiting
     started = 2
     for pass_no in (3, 4):
         later = activities.apply_pass(
@@ -286,3 +289,4 @@ def test_a_pass_starts_at_most_max_starts_per_pass_and_asks_for_the_next_pass_so
         )
         started += len([a for a in later.actions if a.start])
     assert started == 5
+    assert not later.starts_waiting

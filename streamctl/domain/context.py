@@ -58,6 +58,9 @@ class PassContext:
     """How many start actions the workflow takes from this pass (``PassInput.action_room``);
     queries past it wait for the passes its running actions' outcomes bring."""
     starts: int = 0
+    left_without_room: bool = False
+    """Queries were left waiting because the workflow had no more room for starts
+    (``start_room``); the outcomes of its actions under way bring the next pass."""
 
     def add_action(self, action: AgentAction) -> None:
         self.actions.append(action)
@@ -68,6 +71,7 @@ class PassContext:
     def can_start_more(self) -> bool:
         """Whether another start action fits this pass's result and the workflow's room."""
         if self.start_room is not None and self.starts >= self.start_room:
+            self.left_without_room = True
             return False
         if self.action_bytes < MAX_PASS_ACTION_BYTES and self.starts < MAX_STARTS_PER_PASS:
             return True

@@ -263,6 +263,7 @@ def _apply(
         queries_by_state=census.queries,
         watched_queries=queries_stage.watched(view, pass_input.watched_queries),
         actions=ctx.actions,
+        starts_waiting=ctx.more_to_start or ctx.left_without_room,
         tally=tally(requests, answers, len(pass_input.events), refusals),
     )
 

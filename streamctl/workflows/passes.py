@@ -89,6 +89,9 @@ class PassResult:
     watched_queries: list[dict[str, Any]] = field(default_factory=list)
     """The row (``GetQuery``'s fields but the statement, sources and plan) of each of the
     input's ``watched_queries`` that exists, as this pass left it."""
+    starts_waiting: bool = False
+    """Queries wait to be started that this pass could not start (its bound of starts, or the
+    workflow's room): the workflow puts off continue-as-new while a wave of starts lasts."""
 
 
 CATALOG_UNAVAILABLE = "CatalogUnavailable"
