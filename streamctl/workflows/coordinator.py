@@ -65,7 +65,8 @@ Guarantees
   again (every action is idempotent on the agent: a start of a query it runs reports it, a
   stop of one it does not run reports ``STOPPED``, a stale stop is ignored).
 * Continue-as-new happens after ``passes_per_run`` passes, at ``max_history_events`` or when
-  Temporal suggests it, in two phases. **Draining**: the run decides no new starts (few
+  Temporal suggests it (put off while the last pass left queries waiting to be started, up to
+  ``STARTS_DEFER_LIMIT`` times ``max_history_events``), in two phases. **Draining**: the run decides no new starts (few
   actions to carry) and waits for its actions under way, up to ``action_drain_timeout``; it
   goes on accepting and answering requests and events meanwhile, so the control plane stays
   available (runs recorded before :data:`SERVE_WHILE_DRAINING_PATCH` refused requests for
