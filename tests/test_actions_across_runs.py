@@ -16,6 +16,7 @@ import threading
 import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -94,14 +95,19 @@ async def declare_agent_and_query_parts(
     await client.ask(m.CreateSink("out", COLUMNS, "VOID"))
 
 
-async def test_an_action_cut_short_by_continue_as_new_runs_again_in_the_next_run(
-    temporal_client, start_coordinator, sqlite_url
-):
-    # The start is decided before the run drains (a draining run decides none: the setup
-    # takes about four passes), and the run ends while it is still under way.
-    coordinator = await start_coordinator(
-        sqlite_url, CoordinatorConfig(passes_per_run=8, action_drain_timeout=1.0)
-    )
+@dataclass
+class HeldStart:
+    agent: StandInAgent
+    client: CoordinatorClient
+    first_run: str | None
+    query_id: int
+
+
+@contextlib.asynccontextmanager
+async def a_held_start(temporal_client: Client, coordinator: Any) -> AsyncIterator[HeldStart]:
+    """A query whose start is under way on a stand-in agent that holds it until
+    ``agent.release_first_start``: decided before the run drains (a draining run decides
+    none: the setup takes about four passes)."""
     agent = StandInAgent(f"a_{uuid.uuid4().hex[:6]}")
     client = await coordinator.client().connect()
     try:
@@ -110,24 +116,34 @@ async def test_an_action_cut_short_by_continue_as_new_runs_again_in_the_next_run
             first_run = (await coordinator.handle.describe()).run_id
             created = await client.ask(m.CreateQuery("SELECT id FROM numbers INTO out"))
             await wait_until(lambda: len(agent.starts) == 1)
-
-            # More passes: the run reaches passes_per_run and continues as new while the
-            # start is still under way.
-            async def run_changed() -> bool:
-                await client.ask(m.ListQueries())
-                return (await coordinator.handle.describe()).run_id != first_run
-
-            await wait_until(run_changed, timeout=60)
-            agent.release_first_start.set()
-
-            async def running() -> bool:
-                query = await client.ask(m.GetQuery(created["id"]))
-                return bool(query["current_state"] == "RUNNING")
-
-            await wait_until(running, timeout=60)
-            assert agent.starts == [1, 1]  # the same start (run 1), asked again by the new run
+            yield HeldStart(agent, client, first_run, created["id"])
     finally:
         await asyncio.to_thread(client.close)
+
+
+async def test_an_action_cut_short_by_continue_as_new_runs_again_in_the_next_run(
+    temporal_client, start_coordinator, sqlite_url
+):
+    # The run ends while the start is still under way.
+    coordinator = await start_coordinator(
+        sqlite_url, CoordinatorConfig(passes_per_run=8, action_drain_timeout=1.0)
+    )
+    async with a_held_start(temporal_client, coordinator) as held:
+        # More passes: the run reaches passes_per_run and continues as new while the start
+        # is still under way.
+        async def run_changed() -> bool:
+            await held.client.ask(m.ListQueries())
+            return (await coordinator.handle.describe()).run_id != held.first_run
+
+        await wait_until(run_changed, timeout=60)
+        held.agent.release_first_start.set()
+
+        async def running() -> bool:
+            query = await held.client.ask(m.GetQuery(held.query_id))
+            return bool(query["current_state"] == "RUNNING")
+
+        await wait_until(running, timeout=60)
+        assert held.agent.starts == [1, 1]  # the same start (run 1), asked again by the new run
 
 
 class AgentWhoseStopsFail(StandInAgent):
@@ -282,37 +298,29 @@ async def test_a_draining_run_answers_requests_until_its_actions_end(
     coordinator = await start_coordinator(
         sqlite_url, CoordinatorConfig(passes_per_run=8, action_drain_timeout=300.0)
     )
-    agent = StandInAgent(f"a_{uuid.uuid4().hex[:6]}")
-    client = await coordinator.client().connect()
-    try:
-        async with stand_in_worker(temporal_client, agent):
-            await declare_agent_and_query_parts(client, agent)
-            first_run = (await coordinator.handle.describe()).run_id
-            created = await client.ask(m.CreateQuery("SELECT id FROM numbers INTO out"))
-            await wait_until(lambda: len(agent.starts) == 1)
+    async with a_held_start(temporal_client, coordinator) as held:
+        client = held.client
 
-            async def draining() -> bool:
-                await client.ask(m.ListQueries())
-                return bool((await coordinator.handle.query("status"))["draining"])
+        async def draining() -> bool:
+            await client.ask(m.ListQueries())
+            return bool((await coordinator.handle.query("status"))["draining"])
 
-            await wait_until(draining, timeout=60)
-            for _ in range(3):  # answered by the draining run itself
-                query = await client.ask(m.GetQuery(created["id"]))
-                assert query["current_state"] != "RUNNING"  # the start is still held
-                assert (await coordinator.handle.describe()).run_id == first_run
-            assert (await coordinator.handle.query("status"))["draining"]
+        await wait_until(draining, timeout=60)
+        for _ in range(3):  # answered by the draining run itself
+            query = await client.ask(m.GetQuery(held.query_id))
+            assert query["current_state"] != "RUNNING"  # the start is still held
+            assert (await coordinator.handle.describe()).run_id == held.first_run
+        assert (await coordinator.handle.query("status"))["draining"]
 
-            agent.release_first_start.set()
+        held.agent.release_first_start.set()
 
-            async def running_in_a_later_run() -> bool:
-                query = await client.ask(m.GetQuery(created["id"]))
-                run_id = (await coordinator.handle.describe()).run_id
-                return bool(query["current_state"] == "RUNNING" and run_id != first_run)
+        async def running_in_a_later_run() -> bool:
+            query = await client.ask(m.GetQuery(held.query_id))
+            run_id = (await coordinator.handle.describe()).run_id
+            return bool(query["current_state"] == "RUNNING" and run_id != held.first_run)
 
-            await wait_until(running_in_a_later_run, timeout=60)
-            assert agent.starts == [1]  # the start ended in its run: nothing to carry
-    finally:
-        await asyncio.to_thread(client.close)
+        await wait_until(running_in_a_later_run, timeout=60)
+        assert held.agent.starts == [1]  # the start ended in its run: nothing to carry
 
 
 AGENT_ACTIVITIES = {"start_query", "stop_query", "list_queries", "explain_query"}
