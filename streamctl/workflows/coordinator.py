@@ -66,13 +66,14 @@ Guarantees
   stop of one it does not run reports ``STOPPED``, a stale stop is ignored).
 * Continue-as-new happens after ``passes_per_run`` passes, at ``max_history_events`` or when
   Temporal suggests it (put off while the last pass left queries waiting to be started, up to
-  ``STARTS_DEFER_LIMIT`` times ``max_history_events``), in two phases. **Draining**: the run decides no new starts (few
-  actions to carry) and waits for its actions under way, up to ``action_drain_timeout``; it
-  goes on accepting and answering requests and events meanwhile, so the control plane stays
-  available (runs recorded before :data:`SERVE_WHILE_DRAINING_PATCH` refused requests for
-  the whole drain: under ``bench scale``'s failover that was ~30 s without answers or
-  restarts). **Closing**: the run refuses new updates (``ContinuingAsNew``), answers every
-  accepted request, waits for its handlers, and continues as new only from a quiet task: a
+  ``STARTS_DEFER_LIMIT`` times ``max_history_events``), in two phases. **Draining**: the run
+  decides no new starts (few actions to carry) and waits for its actions under way, up to
+  ``action_drain_timeout``; it goes on accepting and answering requests and events meanwhile,
+  so the control plane stays available (runs recorded before
+  :data:`SERVE_WHILE_DRAINING_PATCH` refused requests for the whole drain: under ``bench
+  scale``'s failover that was ~30 s without answers or restarts). **Closing**: the run
+  refuses new updates (``ContinuingAsNew``), answers every accepted request, waits for its
+  handlers, and continues as new only from a quiet task: a
   signal that arrives while the closing workflow task runs fails it (UnhandledCommand), and
   the retry replays the whole run; retried from that replay under a steady stream of events
   it failed again and again. A quiet task is one that began with nothing but a short timer's
