@@ -306,13 +306,22 @@ async def test_a_draining_run_answers_requests_until_its_actions_end(
             return bool((await coordinator.handle.query("status"))["draining"])
 
         await wait_until(draining, timeout=60)
-        for _ in range(3):  # answered by the draining run itself
-            query = await client.ask(m.GetQuery(held.query_id))
-            assert query["current_state"] != "RUNNING"  # the start is still held
-            assert (await coordinator.handle.describe()).run_id == held.first_run
-        assert (await coordinator.handle.query("status"))["draining"]
+        # A StartQuery waits for the next run (a draining run starts nothing: it would be
+        # answered UNAVAILABLE); its own client retries it, so its batch holds nothing else.
+        other_client = await coordinator.client().connect()
+        start = asyncio.create_task(other_client.ask(m.StartQuery(held.query_id)))
+        try:
+            for _ in range(3):  # answered by the draining run itself
+                query = await client.ask(m.GetQuery(held.query_id))
+                assert query["current_state"] != "RUNNING"  # the start is still held
+                assert (await coordinator.handle.describe()).run_id == held.first_run
+            assert (await coordinator.handle.query("status"))["draining"]
+            assert not start.done()
 
-        held.agent.release_first_start.set()
+            held.agent.release_first_start.set()
+            assert (await start)["id"] == held.query_id  # answered by the next run
+        finally:
+            await asyncio.to_thread(other_client.close)
 
         async def running_in_a_later_run() -> bool:
             query = await client.ask(m.GetQuery(held.query_id))
@@ -331,7 +340,7 @@ async def test_a_workflow_task_schedules_a_bounded_number_of_actions(
 ):
     """A pass that decides more stops than ``MAX_ACTIONS_PER_TASK`` has them scheduled over
     several workflow tasks (a thousand in one task outran the SDK's deadlock detection), all
-    of them, in order."""
+    of them."""
     monkeypatch.setattr(limits, "MAX_ACTIONS_PER_TASK", 2)  # read when a run imports the code
     coordinator = await start_coordinator(sqlite_url)
     agent = AgentWithHeldStops(f"a_{uuid.uuid4().hex[:6]}")

@@ -126,6 +126,7 @@ with workflow.unsafe.imports_passed_through():
         CheckLiveness,
         Envelope,
         Response,
+        StartQuery,
         compaction_key,
         merge_events,
     )
@@ -150,7 +151,11 @@ with workflow.unsafe.imports_passed_through():
         pass_summary,
         waiting_details,
     )
-    from streamctl.workflows.wire import decode_event_batch, request_batch_problem
+    from streamctl.workflows.wire import (
+        decode_event_batch,
+        request_batch_kinds,
+        request_batch_problem,
+    )
 
 PASS_ISOLATION_PATCH = "pass-isolation"
 """Passes end after :data:`PASS_ATTEMPTS` and a failed one is split (older runs retried
@@ -199,9 +204,16 @@ DEFER_FOR_STARTS_PATCH = "defer-continue-as-new-for-starts"
 ``max_history_events`` (up to :data:`STARTS_DEFER_LIMIT` times that): a draining run starts
 nothing, so a continue-as-new in the middle of a failover's thousand restarts held half of them
 back by 10-20 s (``bench scale``). Older runs continued as new at ``max_history_events``."""
+STARTS_WAIT_FOR_NEXT_RUN = frozenset({StartQuery.kind})
+"""Requests a draining run refuses (``ContinuingAsNew``): they start a query now or fail."""
 STARTS_DEFER_LIMIT = 3
-"""How many times ``max_history_events`` a run may grow to while a wave of starts lasts: a
-thousand starts write ~4,000 events, and 6,000 stays well under Temporal's warning at 10,240."""
+"""How many times ``max_history_events`` a run may grow to while a wave of starts lasts (a
+thousand starts write ~4,000 events), and never past :data:`STARTS_DEFER_MAX_EVENTS` events or
+:data:`STARTS_DEFER_MAX_BYTES` of history."""
+STARTS_DEFER_MAX_EVENTS = 8000
+"""Under Temporal's history warning (10,240 events), whatever ``max_history_events`` is."""
+STARTS_DEFER_MAX_BYTES = 4 * 1024 * 1024
+"""Start plans ride in the activities' inputs: a run's history grows in bytes as well."""
 
 
 def _size(envelope: Envelope) -> int:
@@ -243,8 +255,10 @@ class CoordinatorWorkflow:
         self.passes_this_run = 0
         self.actions_under_way: dict[asyncio.Task[None], AgentAction] = {}
         self.actions_waiting: list[AgentAction] = []
-        """Actions past ``max_actions_under_way``, in the order they came; each starts when an
-        action under way ends (:meth:`_action_ended`)."""
+        """Actions past ``max_actions_under_way`` (or, with :data:`SERVE_WHILE_DRAINING_PATCH`,
+        past this workflow task's :data:`~streamctl.limits.MAX_ACTIONS_PER_TASK`), in the
+        order they came; they start as actions under way end (:meth:`_action_ended`) and as
+        the loop comes round (:meth:`_release_waiting_actions`)."""
         self.query_waiters: list[QueryWaiter] = []
         self.web_ui = WebUiView(workflow.info().typed_search_attributes)
         self._reindex()
@@ -305,6 +319,12 @@ class CoordinatorWorkflow:
         problem = request_batch_problem(ids, payload.data)
         if problem is not None:
             raise ApplicationError(problem, type="InvalidBatch")
+        if self.draining and STARTS_WAIT_FOR_NEXT_RUN & request_batch_kinds(payload.data):
+            # A draining run decides no starts: the pass would answer UNAVAILABLE. The client
+            # retries this batch with the same ids, and the next run starts the query.
+            raise ApplicationError(
+                "coordinator is continuing as new; retry", type="ContinuingAsNew"
+            )
         if self.pending_requests + len(ids) > config.max_pending:
             raise ApplicationError("coordinator buffer is full; retry later", type="Busy")
 
@@ -751,13 +771,16 @@ class CoordinatorWorkflow:
         what it could not carry (past :data:`~streamctl.limits.MAX_CARRIED_WAITING_ACTIONS`):
         an activity completing while it closes would make Temporal refuse its
         continue-as-new."""
-        if self.closing and len(self.actions_waiting) <= MAX_CARRIED_WAITING_ACTIONS:
+        excess = len(self.actions_waiting) - MAX_CARRIED_WAITING_ACTIONS
+        if self.closing and excess <= 0:
             return
         task = workflow.info().get_current_history_length()  # the same all through one task
         if task != self.launch_task:
             self.launch_task, self.launched_in_task = task, 0
         room = self.state.config.max_actions_under_way - len(self.actions_under_way)
         count = min(room, MAX_ACTIONS_PER_TASK - self.launched_in_task, len(self.actions_waiting))
+        if self.closing:
+            count = min(count, excess)
         if count <= 0:
             return
         releasing = self.actions_waiting[:count]
@@ -949,7 +972,10 @@ class CoordinatorWorkflow:
         info = workflow.info()
         if self.defer_for_starts and self.starts_waiting and not self.draining:
             limit = STARTS_DEFER_LIMIT * self.state.config.max_history_events
-            if info.get_current_history_length() < limit:
+            if (
+                info.get_current_history_length() < min(limit, STARTS_DEFER_MAX_EVENTS)
+                and info.get_current_history_size() < STARTS_DEFER_MAX_BYTES
+            ):
                 return self.passes_this_run >= self.state.config.passes_per_run
         return (
             self.passes_this_run >= self.state.config.passes_per_run

@@ -3,7 +3,7 @@
 Protocol
 --------
 * A client sends ``wait_query(query_id, states, timeout)``. The validator refuses it
-  (before it enters history) while the run is draining for continue-as-new
+  (before it enters history) while the run is closing for continue-as-new
   (``ContinuingAsNew``), when :data:`~streamctl.limits.MAX_QUERY_WAITERS` waits are open
   (``Busy``; the client then asks ``GetQuery`` instead), or when the arguments are not a query
   id, a list of state names and a number (``InvalidBatch``).
@@ -14,7 +14,7 @@ Protocol
   pass that began before the wait could predate what the client did just before waiting (a
   ``StartQuery``), so it never counts.
 * The update returns :class:`QueryWait` as soon as a reported state is one of ``states``, the
-  query does not exist, the run starts draining, or after ``timeout`` (at most
+  query does not exist, the run starts closing, or after ``timeout`` (at most
   :data:`~streamctl.limits.MAX_QUERY_WAIT_SECONDS`), whichever is first; ``row`` is then the
   latest row reported, or ``None`` when no pass has reported yet.
 

@@ -215,6 +215,15 @@ def request_batch_problem(ids: Sequence[Any], data: bytes) -> str | None:
     return None
 
 
+def request_batch_kinds(data: bytes) -> frozenset[str]:
+    """The envelope kinds of a request batch that :func:`request_batch_problem` accepted."""
+    return frozenset(
+        envelope["kind"]
+        for envelope in loads(data)
+        if isinstance(envelope, dict) and isinstance(envelope.get("kind"), str)
+    )
+
+
 def _orderable(envelope: Envelope) -> bool:
     """Whether the workflow can buffer and compact it (its id and kind are strings); the rest
     of an envelope is the pass's to judge, so that histories from before this check replay."""
