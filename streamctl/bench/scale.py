@@ -377,8 +377,11 @@ async def _failover(
     await _wait(all_elsewhere, 600, "every query of the killed agents RUNNING elsewhere", 0.5)
     elsewhere_s = round(time.monotonic() - started, 1)  # before the listing below
     listed = await client.list_all(m.ListQueries())
-    breakdown = await asyncio.to_thread(_failover_breakdown, observer, killed_at, agent_of)
-    slowest = await asyncio.to_thread(_slowest_stories, observer, min(killed_at.values()), moved)
+    keys = [str(query_id) for query_id in moved]
+    running = await asyncio.to_thread(observer.transitions, "query", keys, "STARTING->RUNNING")
+    breakdown = await asyncio.to_thread(_failover_breakdown, observer, killed_at, agent_of, running)
+    first_kill = min(killed_at.values())
+    slowest = await asyncio.to_thread(_slowest_stories, observer, first_kill, keys, running)
     return {
         "killed_agents": len(victims),
         "queries_moved": len(moved),
@@ -388,7 +391,7 @@ async def _failover(
         "running_elsewhere_timeline": timeline,
         "breakdown": breakdown,
         "slowest": slowest,
-        "runs_started": await _runs_started(temporal, min(killed_at.values())),
+        "runs_started": await _runs_started(temporal, first_kill),
     }
 
 
@@ -407,12 +410,12 @@ SLOWEST_STORIES = 3
 
 
 def _slowest_stories(
-    observer: CatalogObserver, killed_at: float, moved: Collection[int]
+    observer: CatalogObserver, killed_at: float, keys: list[str], running: dict[str, float]
 ) -> list[dict[str, Any]]:
-    """The changelog's story of the :data:`SLOWEST_STORIES` moved queries that ran elsewhere
-    last (seconds since the first kill, action, reason): why the failover's tail was long."""
-    keys = [str(query_id) for query_id in moved]
-    running = observer.transitions("query", keys, "STARTING->RUNNING")
+    """The changelog's story of the :data:`SLOWEST_STORIES` moved queries (``keys``) that ran
+    elsewhere last (``running``: when each last became RUNNING; a query that never did is
+    among them): seconds since the first kill, action, reason. Why the failover's tail was
+    long."""
     last = sorted(keys, key=lambda key: running.get(key, float("inf")))[-SLOWEST_STORIES:]
     return [
         {
@@ -427,7 +430,10 @@ def _slowest_stories(
 
 
 def _failover_breakdown(
-    observer: CatalogObserver, killed_at: dict[str, float], agent_of: dict[int, str]
+    observer: CatalogObserver,
+    killed_at: dict[str, float],
+    agent_of: dict[int, str],
+    running: dict[str, float],
 ) -> dict[str, dict[str, float]]:
     """Where the failover's time went, from the catalog (seconds; p50 and max over the killed
     agents or their queries): the last heartbeat the coordinator took after the kill (a
@@ -440,7 +446,6 @@ def _failover_breakdown(
     agent_by_key = {str(query_id): agent for query_id, agent in agent_of.items()}
     queries = list(agent_by_key)
     starting = observer.transitions("query", queries, "RECOVERING->STARTING")
-    running = observer.transitions("query", queries, "STARTING->RUNNING")
 
     def spread(values: list[float]) -> dict[str, float]:
         if not values:

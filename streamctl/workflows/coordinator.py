@@ -941,16 +941,20 @@ class CoordinatorWorkflow:
     def _drain_over(self) -> bool:
         """Whether a draining run has waited enough for its actions: none is left under way
         or waiting, or ``action_drain_timeout`` has passed (the next run runs the rest)."""
-        if not (self.actions_under_way or self.actions_waiting):
+        if self._no_actions():
             return True
         return self.drain_deadline is not None and workflow.now().timestamp() >= self.drain_deadline
+
+    def _no_actions(self) -> bool:
+        """No action is under way or waiting."""
+        return not (self.actions_under_way or self.actions_waiting)
 
     def _idle_over(self) -> bool:
         """What ends the loop's wait when nothing is pending."""
         if self._has_pending():
             return True
         if self.serve_while_draining and self.draining:
-            return not (self.actions_under_way or self.actions_waiting)
+            return self._no_actions()
         return self._continue_as_new_due()
 
     def _idle_timeout(self) -> timedelta | None:
