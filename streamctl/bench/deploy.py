@@ -1,7 +1,9 @@
 """``streamctl bench deploy``: how long a start takes through the coordinator, against Spark alone.
 
-Both measurements start the same query (a CSV directory source, a ``VOID`` sink) on a warm
-SparkSession (one start and stop first):
+Both sides start the same query (a CSV directory source, a ``VOID`` sink) on a warm
+SparkSession (one start and stop first), round by round in turns, so that both see the same
+machine: the first side of a round alternates, and a busy moment (a JIT compilation, a
+continue-as-new) falls on both alike rather than on a whole side.
 
 * ``deploy``: a private stack (dev server, coordinator worker, one ``streamctl agent``
   process); the clock runs from sending ``StartQuery`` until the client library's
@@ -9,7 +11,7 @@ SparkSession (one start and stop first):
   stopped again before the next round.
 * ``raw``: in this process, a SparkSession on the same master builds the same DataFrame with the
   same planner and connectors and calls ``writeStream.start()``; the clock stops when
-  ``start()`` returns.
+  ``start()`` returns, and the query is stopped.
 
 The difference is what the coordinator adds: a pass, the action on the agent's task queue, the
 report back and the pass that records it.
@@ -49,93 +51,119 @@ async def _wait_state(client: CoordinatorClient, query_id: int, state: str) -> N
         raise RuntimeError(f"query {query_id} {reached['current_state']}: {reached['error']}")
 
 
-async def _deploy(root: Path, source_dir: Path, rounds: int, master: str) -> list[float]:
-    async with bench_stack(  # the source directory lies in root: a file root of the stack
-        f"sqlite:///{root / 'catalog.db'}", agents=1, master=master, file_roots=(root,)
-    ) as (
-        address,
-        _temporal,
-    ):
-        client = await CoordinatorClient(address).connect()
-        try:
-            deadline = time.monotonic() + 180
-            while not any(w["state"] == "ALIVE" for w in await client.ask(m.ListWorkers())):
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the benchmark's agent did not register within 180 s")
-                await asyncio.sleep(0.2)
-            await client.ask(m.CreateLogicalSource("orders", COLUMNS))
-            await client.ask(
-                m.CreatePhysicalSource("orders", "FILE", {"file_path": str(source_dir)})
-            )
-            await client.ask(m.CreateSink("discard", COLUMNS[:2], "VOID"))
-            query = await client.ask(m.CreateQuery(STATEMENT))
-            await _wait_state(client, query["id"], "RUNNING")  # the warm-up start
-            timings: list[float] = []
-            for _ in range(rounds):
-                await client.ask(m.StopQuery(query["id"]))
-                await _wait_state(client, query["id"], "STOPPED")
-                started = time.perf_counter()
-                await client.ask(m.StartQuery(query["id"]))
-                await _wait_state(client, query["id"], "RUNNING")
-                timings.append(time.perf_counter() - started)
-            return timings
-        finally:
-            await asyncio.to_thread(client.close)
+class _RawSide:
+    """``writeStream.start()`` of the same query on a SparkSession of this process."""
 
+    def __init__(self, root: Path, source_dir: Path, master: str) -> None:
+        from streamctl.planner.binder import bind_query
+        from streamctl.planner.catalog_lookup import MemoryCatalog, SinkInfo
+        from streamctl.planner.parser import parse_query
+        from streamctl.spark.specs import SinkSpec, SourceSpec
+        from streamctl.worker.agent import agent_spark_session
 
-def _raw(root: Path, source_dir: Path, rounds: int, master: str) -> list[float]:
-    from streamctl.planner.binder import bind_query
-    from streamctl.planner.catalog_lookup import MemoryCatalog, SinkInfo
-    from streamctl.planner.parser import parse_query
-    from streamctl.spark.sinks import start_sink
-    from streamctl.spark.sources import read_source
-    from streamctl.spark.specs import SinkSpec, SourceSpec
-    from streamctl.spark.translate import build
-    from streamctl.worker.agent import agent_spark_session
-
-    session = agent_spark_session("bench_raw", master, root / "raw")
-    try:
+        self.root = root
+        self.session = agent_spark_session("bench_raw", master, root / "raw")
         schema = [{"name": c.name, "type": c.type, "nullable": c.nullable} for c in COLUMNS]
         catalog = MemoryCatalog(
             {"orders": list(COLUMNS)}, [SinkInfo("discard", list(COLUMNS[:2]), "VOID", {})]
         )
-        bound = bind_query(parse_query(STATEMENT), catalog)
-        source = SourceSpec(1, "FILE", {"file_path": str(source_dir)}, schema)
-        sink = SinkSpec("discard", "VOID", {}, schema[:2])
-        timings: list[float] = []
-        for round_no in range(rounds + 1):  # the first start warms the session up
-            started = time.perf_counter()
-            translated = build(
-                bound.plan,
-                session,
-                lambda _name: read_source(session, source, root / "raw-staging"),
-                bounded=False,
-                work_dir=root / f"raw-{round_no}",
-            )
-            spark_query = start_sink(
-                translated.dataframe,
-                sink,
-                query_name=f"raw{round_no}",
-                checkpoint_dir=str(root / "raw-checkpoint"),
-                output_mode=translated.output_mode,
-                available_now=False,
-            )
-            if round_no > 0:
-                timings.append(time.perf_counter() - started)
-            spark_query.stop()
-        return timings
+        self.plan = bind_query(parse_query(STATEMENT), catalog).plan
+        self.source = SourceSpec(1, "FILE", {"file_path": str(source_dir)}, schema)
+        self.sink = SinkSpec("discard", "VOID", {}, schema[:2])
+        self.starts = 0
+
+    def start_and_stop(self) -> float:
+        """Seconds from building the query to ``start()`` returning (then it is stopped)."""
+        from streamctl.spark.sinks import start_sink
+        from streamctl.spark.sources import read_source
+        from streamctl.spark.translate import build
+
+        self.starts += 1
+        session = self.session
+        started = time.perf_counter()
+        translated = build(
+            self.plan,
+            session,
+            lambda _name: read_source(session, self.source, self.root / "raw-staging"),
+            bounded=False,
+            work_dir=self.root / f"raw-{self.starts}",
+        )
+        spark_query = start_sink(
+            translated.dataframe,
+            self.sink,
+            query_name=f"raw{self.starts}",
+            checkpoint_dir=str(self.root / "raw-checkpoint"),
+            output_mode=translated.output_mode,
+            available_now=False,
+        )
+        seconds = time.perf_counter() - started
+        spark_query.stop()
+        return seconds
+
+    def close(self) -> None:
+        self.session.stop()
+
+
+async def _deploy_once(client: CoordinatorClient, query_id: int) -> float:
+    """Seconds from sending ``StartQuery`` until the query is ``RUNNING`` (then stopped)."""
+    started = time.perf_counter()
+    await client.ask(m.StartQuery(query_id))
+    await _wait_state(client, query_id, "RUNNING")
+    seconds = time.perf_counter() - started
+    await client.ask(m.StopQuery(query_id))
+    await _wait_state(client, query_id, "STOPPED")
+    return seconds
+
+
+async def _both(
+    root: Path, source_dir: Path, rounds: int, master: str
+) -> tuple[list[float], list[float]]:
+    """Deploy and raw start times, ``rounds`` of each, measured in turns."""
+    raw_side = await asyncio.to_thread(_RawSide, root, source_dir, master)
+    try:
+        async with bench_stack(  # the source directory lies in root: a file root of the stack
+            f"sqlite:///{root / 'catalog.db'}", agents=1, master=master, file_roots=(root,)
+        ) as (address, _temporal):
+            client = await CoordinatorClient(address).connect()
+            try:
+                deadline = time.monotonic() + 180
+                while not any(w["state"] == "ALIVE" for w in await client.ask(m.ListWorkers())):
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the benchmark's agent did not register within 180 s")
+                    await asyncio.sleep(0.2)
+                await client.ask(m.CreateLogicalSource("orders", COLUMNS))
+                await client.ask(
+                    m.CreatePhysicalSource("orders", "FILE", {"file_path": str(source_dir)})
+                )
+                await client.ask(m.CreateSink("discard", COLUMNS[:2], "VOID"))
+                query = await client.ask(m.CreateQuery(STATEMENT))
+                await _wait_state(client, query["id"], "RUNNING")  # the warm-up start
+                await client.ask(m.StopQuery(query["id"]))
+                await _wait_state(client, query["id"], "STOPPED")
+                await asyncio.to_thread(raw_side.start_and_stop)  # the raw side's warm-up
+                deploy: list[float] = []
+                raw: list[float] = []
+                for round_no in range(rounds):
+                    if round_no % 2:
+                        deploy.append(await _deploy_once(client, query["id"]))
+                        raw.append(await asyncio.to_thread(raw_side.start_and_stop))
+                    else:
+                        raw.append(await asyncio.to_thread(raw_side.start_and_stop))
+                        deploy.append(await _deploy_once(client, query["id"]))
+                return deploy, raw
+            finally:
+                await asyncio.to_thread(client.close)
     finally:
-        session.stop()
+        await asyncio.to_thread(raw_side.close)
 
 
-def run_deploy_bench(rounds: int = 10, master: str = "local[2]") -> dict[str, Any]:
+def run_deploy_bench(rounds: int = 20, master: str = "local[2]") -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="streamctl-bench-deploy-"))
     try:
         source_dir = root / "orders"
         source_dir.mkdir()
         (source_dir / "1.csv").write_text("1,50,1000\n2,5,2000\n")
-        raw = _raw(root, source_dir, rounds, master)
-        deploy = asyncio.run(_deploy(root, source_dir, rounds, master))
+        deploy, raw = asyncio.run(_both(root, source_dir, rounds, master))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     deploy_p50, raw_p50 = _median_ms(deploy), _median_ms(raw)

@@ -78,6 +78,11 @@ def build_worker(
         # One more than the pool: ``request_reoptimize`` waits for a pass, so it must never
         # hold the slot that pass needs.
         max_concurrent_activities=ACTIVITY_SLOTS + 1,
+        # Each activity poll holds a slot while it waits. With the SDK's 5 polls every slot
+        # is held, no slot is left to take a pass eagerly (the server hands the pass back in
+        # the workflow task's answer, system.enableActivityEagerExecution), and every pass
+        # waited for matching instead: one poll leaves the other slots for eager passes.
+        max_concurrent_activity_task_polls=1,
         interceptors=interceptors,
     )
 

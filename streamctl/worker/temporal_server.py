@@ -92,6 +92,12 @@ def dev_server_command(
         "history.transferProcessorMaxPollRPS=1000",
         "--dynamic-config-value",
         f"history.maximumBufferedEventsBatch={MAX_BUFFERED_EVENTS}",
+        # A workflow task's activities on the worker's own task queue (the coordinator's pass)
+        # go back to that worker in the task's answer instead of through matching: no
+        # 10-50 ms wait for a poller per pass (the worker must have a free activity slot,
+        # build_worker in streamctl.worker.coordinator).
+        "--dynamic-config-value",
+        "system.enableActivityEagerExecution=true",
         *dev_server_arguments(),
     ]
     if headless or ui_port is None:

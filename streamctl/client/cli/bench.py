@@ -92,7 +92,7 @@ def bench_events(
 @bench_app.command("deploy")
 def bench_deploy(
     as_json: JsonOption = False,
-    rounds: int = typer.Option(10, min=1, help="Starts measured on each side."),
+    rounds: int = typer.Option(20, min=1, help="Starts measured on each side."),
     master: str = typer.Option("local[2]", help="Spark master of both sides."),
 ) -> None:
     """StartQuery until RUNNING through the coordinator, against writeStream.start() alone."""
