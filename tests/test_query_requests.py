@@ -290,3 +290,49 @@ def test_a_pass_starts_at_most_max_starts_per_pass_and_asks_for_the_next_pass_so
         started += len([a for a in later.actions if a.start])
     assert started == 5
     assert not later.starts_waiting
+
+
+def test_a_start_without_room_waits_stopped_and_a_later_pass_starts_it(catalog_url):
+    # A pass may have no room for starts (the workflow's actions under way, or a run draining
+    # for continue-as-new): a user's StartQuery of a stopped query is accepted, not refused
+    # UNAVAILABLE, and the next pass with room starts it.
+    activities = CatalogWork(catalog_url)
+    run_pass(activities, 1, SETUP, events=(m.RegisterWorker("a1", capacity=20),))
+    [created] = run_pass(activities, 2, [m.CreateQuery("SELECT id, amount FROM orders INTO big")])
+    query_id = created["result"]["id"]
+    run_pass(activities, 3, [], events=(m.QueryStatusChanged(query_id, "RUNNING", None, "a1", 1),))
+    run_pass(activities, 4, [m.StopQuery(query_id)])
+    run_pass(activities, 5, [], events=(m.QueryStatusChanged(query_id, "STOPPED", None, "a1", 1),))
+
+    start = m.StartQuery(query_id).to_envelope(new_id())
+    no_room = activities.apply_pass(
+        PassInput("w", 6, 1000.0, [], [1000.0], 30.0, 60.0, action_room=0),
+        request_batches_json([[start]]),
+    )
+    [answer] = json.loads(no_room.responses[0])
+    assert answer["ok"], answer
+    assert answer["result"]["current_state"] == "STOPPED"
+    assert not [a for a in no_room.actions if a.start]
+    assert no_room.starts_waiting  # the workflow asks for the next pass at once
+
+    later = activities.apply_pass(
+        PassInput("w", 7, 1000.0, [], [], 30.0, 60.0, action_room=10), request_batches_json([])
+    )
+    [action] = [a for a in later.actions if a.start]
+    assert action.start is not None and action.start.query_id == query_id
+    [got] = run_pass(activities, 8, [m.GetQuery(query_id)])
+    assert got["result"]["current_state"] == "STARTING"
+
+    # A stop before that pass cancels the waiting start.
+    run_pass(activities, 9, [], events=(m.QueryStatusChanged(query_id, "RUNNING", None, "a1", 2),))
+    run_pass(activities, 10, [m.StopQuery(query_id)])
+    run_pass(activities, 11, [], events=(m.QueryStatusChanged(query_id, "STOPPED", None, "a1", 2),))
+    activities.apply_pass(
+        PassInput("w", 12, 1000.0, [], [1000.0], 30.0, 60.0, action_room=0),
+        request_batches_json([[m.StartQuery(query_id).to_envelope(new_id())]]),
+    )
+    run_pass(activities, 13, [m.StopQuery(query_id)])
+    quiet = activities.apply_pass(
+        PassInput("w", 14, 1000.0, [], [], 30.0, 60.0, action_room=10), request_batches_json([])
+    )
+    assert not [a for a in quiet.actions if a.start]

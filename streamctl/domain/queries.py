@@ -208,6 +208,17 @@ def create(
 def start_query(ctx: PassContext, request: m.StartQuery) -> answers.Query:
     row = _query(ctx, request.id)
     state = S(row.current_state)
+    if state is S.STOPPED and not ctx.can_start_more():
+        # This pass may start no more queries (the workflow's room for starts is taken, or its
+        # run drains for continue-as-new). The query waits STOPPED with its desired state
+        # RUNNING, as a created one waits CREATED, and a later pass with room starts it
+        # (schedule); answering UNAVAILABLE failed a user's start for the coordinator's own
+        # bookkeeping.
+        row.desired_state = S.RUNNING
+        row.restarts = 0  # a user's start counts its restarts from 0 again, as start_on's
+        ctx.stamp(row)
+        ctx.record("query", row.id, "start", "StartQuery: waits for a pass with room to start it")
+        return query_json(row)
     if state in (S.STOPPED, S.FAILED, S.FINISHED):
         placement = _placement(ctx, row) if ctx.can_start_more() else None
         if placement is None:
@@ -370,7 +381,8 @@ def schedule(ctx: PassContext) -> None:
 
 def _moves_waiting(ctx: PassContext) -> list[QueryRow]:
     """``STOPPED`` queries whose desired state is ``RUNNING``: moves whose target had no room
-    when the stop came (loaded by both states: all stopped queries may be many)."""
+    when the stop came, and ``StartQuery`` requests of passes without room for starts (loaded
+    by both states: all stopped queries may be many)."""
     columns = QueryRow.TABLE.c
     ctx.view.queries.absorb_where(
         columns.current_state == S.STOPPED, columns.desired_state == S.RUNNING

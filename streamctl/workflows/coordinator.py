@@ -320,8 +320,9 @@ class CoordinatorWorkflow:
         if problem is not None:
             raise ApplicationError(problem, type="InvalidBatch")
         if self.draining and STARTS_WAIT_FOR_NEXT_RUN & request_batch_kinds(payload.data):
-            # A draining run decides no starts: the pass would answer UNAVAILABLE. The client
-            # retries this batch with the same ids, and the next run starts the query.
+            # A draining run decides no starts: the pass would leave the query waiting for
+            # the next run. Refused, the client retries this batch with the same ids, and the
+            # next run answers it with the query started.
             raise ApplicationError(
                 "coordinator is continuing as new; retry", type="ContinuingAsNew"
             )
