@@ -312,6 +312,7 @@ def test_a_start_without_room_waits_stopped_and_a_later_pass_starts_it(catalog_u
     [answer] = json.loads(no_room.responses[0])
     assert answer["ok"], answer
     assert answer["result"]["current_state"] == "STOPPED"
+    assert answer["result"]["desired_state"] == "RUNNING"
     assert not [a for a in no_room.actions if a.start]
     assert no_room.starts_waiting  # the workflow asks for the next pass at once
 
@@ -336,3 +337,27 @@ def test_a_start_without_room_waits_stopped_and_a_later_pass_starts_it(catalog_u
         PassInput("w", 14, 1000.0, [], [], 30.0, 60.0, action_room=10), request_batches_json([])
     )
     assert not [a for a in quiet.actions if a.start]
+
+
+def test_a_start_without_room_and_without_capacity_is_refused(catalog_url):
+    # Waiting for room is for a start that can be placed: with no agent able to take the query,
+    # the answer is UNAVAILABLE whatever the room, as with room.
+    activities = CatalogWork(catalog_url)
+    run_pass(activities, 1, SETUP, events=(m.RegisterWorker("a1", capacity=1),))
+    [first] = run_pass(activities, 2, [m.CreateQuery("SELECT id, amount FROM orders INTO big")])
+    first_id = first["result"]["id"]
+    run_pass(activities, 3, [], events=(m.QueryStatusChanged(first_id, "RUNNING", None, "a1", 1),))
+    run_pass(activities, 4, [m.StopQuery(first_id)])
+    run_pass(activities, 5, [], events=(m.QueryStatusChanged(first_id, "STOPPED", None, "a1", 1),))
+    [second] = run_pass(
+        activities, 6, [m.CreateQuery("SELECT id, amount FROM orders WHERE amount > 1 INTO big")]
+    )
+    assert second["result"]["current_state"] == "STARTING"  # the agent's only slot
+
+    result = activities.apply_pass(
+        PassInput("w", 7, 1000.0, [], [1000.0], 30.0, 60.0, action_room=0),
+        request_batches_json([[m.StartQuery(first_id).to_envelope(new_id())]]),
+    )
+    [answer] = json.loads(result.responses[0])
+    assert answer["error_code"] == "UNAVAILABLE"
+    assert "no alive agent has free capacity" in answer["error_message"]

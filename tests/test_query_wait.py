@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import time
 from contextlib import redirect_stdout
 from typing import Any
 
@@ -25,8 +26,9 @@ from rich.console import Console
 
 from streamctl.client import query_wait
 from streamctl.client.frontend import EXIT_REFUSED, run_query_action, run_sql
-from streamctl.client.query_wait import QueryWaitTimeout, wait_for_state
+from streamctl.client.query_wait import QueryWaitTimeout, wait_for_state, wait_pushed
 from streamctl.workflows import messages as m
+from streamctl.workflows.query_waits import QueryWait
 
 STATES = [
     "CREATED",
@@ -67,30 +69,42 @@ class FakeClock:
 
 
 class ScriptedQuery:
-    """A client whose ``GetQuery`` answers go through ``states`` (the last one repeats); each
-    answer costs ``ask_cost`` seconds of the fake clock."""
+    """A client whose ``GetQuery`` answers go through ``states`` (current and desired state; the
+    last one repeats); each answer costs ``ask_cost`` seconds of the fake clock."""
 
-    def __init__(self, states: list[str], clock: FakeClock, ask_cost: float) -> None:
+    def __init__(self, states: list[tuple[str, str]], clock: FakeClock, ask_cost: float) -> None:
         self.states, self.clock, self.ask_cost = states, clock, ask_cost
         self.asked = 0
 
     async def ask(self, request: Any) -> dict[str, Any]:
         assert isinstance(request, m.GetQuery) and request.id == 7
         self.clock.now += self.ask_cost
-        state = self.states[min(self.asked, len(self.states) - 1)]
+        state, desired = self.states[min(self.asked, len(self.states) - 1)]
         self.asked += 1
-        return {"id": 7, "current_state": state}
+        return {"id": 7, "current_state": state, "desired_state": desired}
+
+
+def ends_the_wait(state: tuple[str, str], wanted: frozenset[str]) -> bool:
+    """The rule, written from the states' meaning: a STOPPED query whose desired state is
+    RUNNING is on its way to running (a start waiting for room, a move), so only a wait that
+    does not want RUNNING ends there."""
+    current, desired = state
+    on_its_way = current == "STOPPED" and desired == "RUNNING"
+    return current in wanted and not (on_its_way and "RUNNING" in wanted)
+
+
+QUERY_STATES = st.tuples(st.sampled_from(STATES), st.sampled_from(["RUNNING", "STOPPED"]))
 
 
 @settings(max_examples=300, deadline=None)
 @given(
-    states=st.lists(st.sampled_from(STATES), min_size=1, max_size=40),
+    states=st.lists(QUERY_STATES, min_size=1, max_size=40),
     wanted=st.frozensets(st.sampled_from(STATES), min_size=1),
     timeout=st.floats(min_value=0.0, max_value=5.0),
     ask_cost=st.floats(min_value=0.0, max_value=0.5),
 )
 def test_a_wait_returns_the_first_wanted_state_or_times_out_by_its_deadline(
-    states: list[str], wanted: frozenset[str], timeout: float, ask_cost: float
+    states: list[tuple[str, str]], wanted: frozenset[str], timeout: float, ask_cost: float
 ) -> None:
     clock = FakeClock()
     client = ScriptedQuery(states, clock, ask_cost)
@@ -102,14 +116,51 @@ def test_a_wait_returns_the_first_wanted_state_or_times_out_by_its_deadline(
             answer = asyncio.run(wait_for_state(client, 7, wanted, deadline))  # type: ignore[arg-type]
         except QueryWaitTimeout as late:
             seen = states[: client.asked]
-            assert not wanted & set(seen)  # nothing it waited for was ever answered
-            assert late.last_state == states[min(client.asked, len(states)) - 1]
+            assert not any(ends_the_wait(state, wanted) for state in seen)
+            assert late.last_state == states[min(client.asked, len(states)) - 1][0]
             assert clock.now >= deadline  # it gave up only once the deadline had passed
         else:
-            first = next(i for i, state in enumerate([*states, states[-1]]) if state in wanted)
-            assert answer["current_state"] in wanted
+            padded = [*states, states[-1]]
+            first = next(i for i, state in enumerate(padded) if ends_the_wait(state, wanted))
+            assert (answer["current_state"], answer["desired_state"]) == padded[first]
             assert client.asked == first + 1  # the first wanted answer, nothing asked after
         assert all(s <= query_wait.MAX_POLL_S for s in clock.sleeps)
+
+
+class ScriptedWaits:
+    """A client whose ``wait_query`` updates are answered with ``rows`` in turn (the last one
+    repeats), recording the states each update asked for."""
+
+    def __init__(self, rows: list[tuple[str, str]]) -> None:
+        self.rows = rows
+        self.asked: list[frozenset[str]] = []
+
+    async def wait_query_update(
+        self, query_id: int, states: frozenset[str], timeout: float
+    ) -> QueryWait:
+        current, desired = self.rows[min(len(self.asked), len(self.rows) - 1)]
+        self.asked.append(states)
+        return QueryWait({"id": query_id, "current_state": current, "desired_state": desired})
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(QUERY_STATES, min_size=1, max_size=20))
+def test_a_pushed_wait_for_running_goes_on_past_a_start_that_waits_stopped(
+    rows: list[tuple[str, str]],
+) -> None:
+    # --wait-running after a StartQuery that came to a pass without room for starts: the query
+    # is STOPPED with desired RUNNING until a later pass starts it. That is not the STOPPED a
+    # wait for settled states ends at; the next update waits past STOPPED instead of being
+    # answered at once.
+    wanted = query_wait.SETTLED_STATES
+    rows = [*rows, ("RUNNING", "RUNNING")]  # it gets there in the end
+    client = ScriptedWaits(rows)
+    answer = asyncio.run(wait_pushed(client, 7, wanted, time.monotonic() + 60))  # type: ignore[arg-type]
+    first = next(i for i, row in enumerate(rows) if ends_the_wait(row, wanted))
+    assert (answer["current_state"], answer["desired_state"]) == rows[first]
+    assert len(client.asked) == first + 1
+    for row, next_states in zip(rows, client.asked[1:], strict=False):
+        assert next_states == (wanted - {"STOPPED"} if row[0] == "STOPPED" else wanted)
 
 
 async def test_waiting_for_a_query_no_agent_can_run_ends_at_its_timeout(

@@ -11,7 +11,8 @@ compilation, a continue-as-new) falls on both alike rather than on a whole side.
   stopped again before the next round.
 * ``raw``: in this process, a SparkSession on the same master builds the same DataFrame with the
   same planner and connectors and calls ``writeStream.start()``; the clock stops when
-  ``start()`` returns, and the query is stopped.
+  ``start()`` returns (Spark's query thread runs then; the agent reports ``RUNNING`` at the
+  same point), and the query is stopped.
 
 The difference is what the coordinator adds: a pass, the action on the agent's task queue, the
 report back and the pass that records it.
@@ -65,7 +66,6 @@ class _RawSide:
         from streamctl.worker.agent import agent_spark_session
 
         self.root = root
-        self.session = agent_spark_session("bench_raw", master, root / "raw")
         schema = [{"name": c.name, "type": c.type, "nullable": c.nullable} for c in COLUMNS]
         catalog = MemoryCatalog(
             {"orders": list(COLUMNS)}, [SinkInfo("discard", list(COLUMNS[:2]), "VOID", {})]
@@ -74,6 +74,7 @@ class _RawSide:
         self.source = SourceSpec(1, "FILE", {"file_path": str(source_dir)}, schema)
         self.sink = SinkSpec("discard", "VOID", {}, schema[:2])
         self.starts = 0
+        self.session = agent_spark_session("bench_raw", master, root / "raw")  # last: close()
 
     def start_and_stop(self) -> float:
         """Seconds from building the query to ``start()`` returning (then it is stopped)."""

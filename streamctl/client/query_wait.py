@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from streamctl.client.errors import NotFound
@@ -55,6 +55,15 @@ def _timed_out(query_id: int, wanted: frozenset[str], last_state: str) -> QueryW
     return QueryWaitTimeout(f"query {query_id} {'/'.join(sorted(wanted))}", last_state)
 
 
+def _settles(row: Mapping[str, Any], wanted: frozenset[str]) -> bool:
+    """Whether ``row`` ends a wait for ``wanted``. A ``STOPPED`` query whose desired state is
+    ``RUNNING`` is on its way to running (a start that waits for a pass with room for starts,
+    or a move), so it does not end a wait that wants ``RUNNING``."""
+    state = row["current_state"]
+    on_its_way = state == "STOPPED" and row.get("desired_state") == "RUNNING"
+    return state in wanted and not (on_its_way and "RUNNING" in wanted)
+
+
 async def wait_for_state(
     client: CoordinatorClient,
     query_id: int,
@@ -70,7 +79,7 @@ async def wait_for_state(
         state = str(answer["current_state"])
         if seen is not None:
             seen(state)
-        if state in wanted:
+        if _settles(answer, wanted):
             return dict(answer)
         now = time.monotonic()
         if now >= deadline:
@@ -85,12 +94,13 @@ async def wait_pushed(
     """The query's row (``GetQuery``'s fields but the statement, sources and plan) once its
     ``current_state`` is in ``wanted``, as the coordinator's passes report it."""
     last_state = ""
+    pushed = wanted  # the states the coordinator answers the update at
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise _timed_out(query_id, wanted, last_state)
         wait = await client.wait_query_update(
-            query_id, wanted, min(remaining, MAX_QUERY_WAIT_SECONDS)
+            query_id, pushed, min(remaining, MAX_QUERY_WAIT_SECONDS)
         )
         if wait is None:  # refused: poll instead
             return await wait_for_state(client, query_id, wanted, deadline)
@@ -98,5 +108,8 @@ async def wait_pushed(
             raise NotFound(f"query {query_id!r} does not exist")
         if wait.row is not None:
             last_state = str(wait.row["current_state"])
-            if last_state in wanted:
+            if _settles(wait.row, wanted):
                 return dict(wait.row)
+            # A start on its way (see _settles): the next update waits past STOPPED, or it
+            # would be answered at once, pass after pass.
+            pushed = wanted - {"STOPPED"} if last_state == "STOPPED" else wanted

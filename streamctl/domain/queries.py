@@ -16,8 +16,9 @@ Protocol within a pass
   actions as activities on the agents' task queues and feeds their outcomes back as
   ``QueryStatusChanged`` events, like the agents' own reports.
 * At the end of every pass, :func:`schedule` starts the queries that wait for an agent
-  (``CREATED``, ``RECOVERING`` whose backoff has passed, or ``STOPPED`` in the middle of a
-  move).
+  (``CREATED``, ``RECOVERING`` whose backoff has passed, or ``STOPPED`` with the desired
+  state ``RUNNING``: in the middle of a move, or a ``StartQuery`` that came to a pass without
+  room for more starts).
 * A stop report for a query whose desired state is still ``RUNNING`` ends a move
   (:mod:`streamctl.domain.reoptimize`): the query starts on another agent at once.
 * A report carries its agent and run; one from another agent or an earlier run is stale and
@@ -208,28 +209,31 @@ def create(
 def start_query(ctx: PassContext, request: m.StartQuery) -> answers.Query:
     row = _query(ctx, request.id)
     state = S(row.current_state)
-    if state is S.STOPPED and not ctx.can_start_more():
-        # This pass may start no more queries (the workflow's room for starts is taken, or its
-        # run drains for continue-as-new). The query waits STOPPED with its desired state
-        # RUNNING, as a created one waits CREATED, and a later pass with room starts it
-        # (schedule); answering UNAVAILABLE failed a user's start for the coordinator's own
-        # bookkeeping.
-        row.desired_state = S.RUNNING
-        row.restarts = 0  # a user's start counts its restarts from 0 again, as start_on's
-        ctx.stamp(row)
-        ctx.record("query", row.id, "start", "StartQuery: waits for a pass with room to start it")
-        return query_json(row)
     if state in (S.STOPPED, S.FAILED, S.FINISHED):
-        placement = _placement(ctx, row) if ctx.can_start_more() else None
+        room = ctx.can_start_more()
+        placement = _placement(ctx, row)
         if placement is None:
             raise RequestFailed(
                 ErrorCode.UNAVAILABLE,
+                f"query {row.id} cannot start now: no alive agent has free capacity",
+            )
+        if not room and state is S.STOPPED:
+            # This pass may start no more queries (the workflow's room for starts is taken,
+            # or its run drains for continue-as-new). The query waits STOPPED with its
+            # desired state RUNNING, as a created one waits CREATED, and a later pass with
+            # room starts it (schedule); answering UNAVAILABLE failed a user's start for the
+            # coordinator's own bookkeeping. (A FAILED query keeps its desired state RUNNING
+            # when its restarts ran out, so it cannot wait that way: it is asked again.)
+            row.desired_state = S.RUNNING
+            row.restarts = 0  # a user's start counts its restarts from 0 again, as start_on's
+            ctx.stamp(row)
+            ctx.record("query", row.id, "start", "StartQuery: waits for a pass with room")
+            return query_json(row)
+        if not room:
+            raise RequestFailed(
+                ErrorCode.UNAVAILABLE,
                 f"query {row.id} cannot start now: "
-                + (
-                    "no alive agent has free capacity"
-                    if ctx.can_start_more()
-                    else "this pass has started as many queries as it can; ask again"
-                ),
+                "this pass has started as many queries as it can; ask again",
             )
         row.desired_state = S.RUNNING
         start_on(ctx, row, placement, "StartQuery", fresh_budget=True)

@@ -15,7 +15,8 @@ States (DESIGN §5)
 Who moves a query: the pass, on requests (``StartQuery``, ``StopQuery``, ``Reoptimize``), on
 events the agents push (``QueryStatusChanged``), on outcomes of the actions it dispatched, and
 on liveness (an agent turning ``DEAD``). ``STOPPING`` or ``STOPPED`` with a desired state of
-``RUNNING`` is a query being moved: once stopped it starts again on another agent. A
+``RUNNING`` is a query being moved (once stopped it starts again on another agent) or, when
+``STOPPED``, a user's start that waits for a pass with room for starts. A
 transition not in :data:`TRANSITIONS` raises :class:`IllegalTransition`; nothing is silently
 overwritten.
 

@@ -22,7 +22,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.worker import Interceptor, Worker
+from temporalio.worker import Interceptor, PollerBehaviorSimpleMaximum, Worker
 
 from streamctl.activities.coordinator_requests import request_reoptimize
 from streamctl.activities.passes import CatalogActivities, CatalogWork
@@ -82,7 +82,7 @@ def build_worker(
         # is held, no slot is left to take a pass eagerly (the server hands the pass back in
         # the workflow task's answer, system.enableActivityEagerExecution), and every pass
         # waited for matching instead: one poll leaves the other slots for eager passes.
-        max_concurrent_activity_task_polls=1,
+        activity_task_poller_behavior=PollerBehaviorSimpleMaximum(1),
         interceptors=interceptors,
     )
 
