@@ -292,17 +292,23 @@ def test_a_pass_starts_at_most_max_starts_per_pass_and_asks_for_the_next_pass_so
     assert not later.starts_waiting
 
 
+def a_stopped_query(activities: CatalogWork, capacity: int) -> int:
+    """Passes 1 to 5: agent a1 with ``capacity``, a query created, RUNNING there, then STOPPED."""
+    run_pass(activities, 1, SETUP, events=(m.RegisterWorker("a1", capacity=capacity),))
+    [created] = run_pass(activities, 2, [m.CreateQuery("SELECT id, amount FROM orders INTO big")])
+    query_id: int = created["result"]["id"]
+    run_pass(activities, 3, [], events=(m.QueryStatusChanged(query_id, "RUNNING", None, "a1", 1),))
+    run_pass(activities, 4, [m.StopQuery(query_id)])
+    run_pass(activities, 5, [], events=(m.QueryStatusChanged(query_id, "STOPPED", None, "a1", 1),))
+    return query_id
+
+
 def test_a_start_without_room_waits_stopped_and_a_later_pass_starts_it(catalog_url):
     # A pass may have no room for starts (the workflow's actions under way, or a run draining
     # for continue-as-new): a user's StartQuery of a stopped query is accepted, not refused
     # UNAVAILABLE, and the next pass with room starts it.
     activities = CatalogWork(catalog_url)
-    run_pass(activities, 1, SETUP, events=(m.RegisterWorker("a1", capacity=20),))
-    [created] = run_pass(activities, 2, [m.CreateQuery("SELECT id, amount FROM orders INTO big")])
-    query_id = created["result"]["id"]
-    run_pass(activities, 3, [], events=(m.QueryStatusChanged(query_id, "RUNNING", None, "a1", 1),))
-    run_pass(activities, 4, [m.StopQuery(query_id)])
-    run_pass(activities, 5, [], events=(m.QueryStatusChanged(query_id, "STOPPED", None, "a1", 1),))
+    query_id = a_stopped_query(activities, capacity=20)  # passes 1 to 5
 
     start = m.StartQuery(query_id).to_envelope(new_id())
     no_room = activities.apply_pass(
@@ -343,12 +349,7 @@ def test_a_start_without_room_and_without_capacity_is_refused(catalog_url):
     # Waiting for room is for a start that can be placed: with no agent able to take the query,
     # the answer is UNAVAILABLE whatever the room, as with room.
     activities = CatalogWork(catalog_url)
-    run_pass(activities, 1, SETUP, events=(m.RegisterWorker("a1", capacity=1),))
-    [first] = run_pass(activities, 2, [m.CreateQuery("SELECT id, amount FROM orders INTO big")])
-    first_id = first["result"]["id"]
-    run_pass(activities, 3, [], events=(m.QueryStatusChanged(first_id, "RUNNING", None, "a1", 1),))
-    run_pass(activities, 4, [m.StopQuery(first_id)])
-    run_pass(activities, 5, [], events=(m.QueryStatusChanged(first_id, "STOPPED", None, "a1", 1),))
+    first_id = a_stopped_query(activities, capacity=1)  # passes 1 to 5
     [second] = run_pass(
         activities, 6, [m.CreateQuery("SELECT id, amount FROM orders WHERE amount > 1 INTO big")]
     )
