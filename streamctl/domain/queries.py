@@ -217,24 +217,24 @@ def start_query(ctx: PassContext, request: m.StartQuery) -> answers.Query:
                 ErrorCode.UNAVAILABLE,
                 f"query {row.id} cannot start now: no alive agent has free capacity",
             )
-        if not room and state is S.STOPPED:
+        if not room:
             # This pass may start no more queries (the workflow's room for starts is taken,
-            # or its run drains for continue-as-new). The query waits STOPPED with its
-            # desired state RUNNING, as a created one waits CREATED, and a later pass with
-            # room starts it (schedule); answering UNAVAILABLE failed a user's start for the
-            # coordinator's own bookkeeping. (A FAILED query keeps its desired state RUNNING
-            # when its restarts ran out, so it cannot wait that way: it is asked again.)
+            # or its run drains for continue-as-new). A STOPPED query waits with its desired
+            # state RUNNING, as a created one waits CREATED, and a later pass with room starts
+            # it (schedule); answering UNAVAILABLE failed a user's start for the coordinator's
+            # own bookkeeping. A FAILED query keeps its desired state RUNNING when its
+            # restarts ran out, so it cannot wait that way: it is asked again.
+            if state is not S.STOPPED:
+                raise RequestFailed(
+                    ErrorCode.UNAVAILABLE,
+                    f"query {row.id} cannot start now: "
+                    "this pass has started as many queries as it can; ask again",
+                )
             row.desired_state = S.RUNNING
             row.restarts = 0  # a user's start counts its restarts from 0 again, as start_on's
             ctx.stamp(row)
             ctx.record("query", row.id, "start", "StartQuery: waits for a pass with room")
             return query_json(row)
-        if not room:
-            raise RequestFailed(
-                ErrorCode.UNAVAILABLE,
-                f"query {row.id} cannot start now: "
-                "this pass has started as many queries as it can; ask again",
-            )
         row.desired_state = S.RUNNING
         start_on(ctx, row, placement, "StartQuery", fresh_budget=True)
     elif row.desired_state != S.RUNNING:
