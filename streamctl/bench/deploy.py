@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from streamctl.bench.query_runs import wait_for_alive_agent
 from streamctl.bench.stack import bench_stack
 from streamctl.client.client import CoordinatorClient
 from streamctl.workflows import messages as m
@@ -38,6 +39,7 @@ COLUMNS = (
     m.ColumnSpec("ts", "UINT64", False),
 )
 STATEMENT = "SELECT id, amount FROM orders WHERE amount > 10 INTO discard"
+AGENT_ALIVE_TIMEOUT_S = 180.0
 WARM_UP_ROUNDS = 3
 """Rounds of both sides before the measured ones: the first starts of a JVM run interpreted
 code, and each side's JVM compiles its own."""
@@ -130,11 +132,7 @@ async def _both(
         ) as (address, _temporal):
             client = await CoordinatorClient(address).connect()
             try:
-                deadline = time.monotonic() + 180
-                while not any(w["state"] == "ALIVE" for w in await client.ask(m.ListWorkers())):
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("the benchmark's agent did not register within 180 s")
-                    await asyncio.sleep(0.2)
+                await wait_for_alive_agent(client, time.monotonic() + AGENT_ALIVE_TIMEOUT_S)
                 await client.ask(m.CreateLogicalSource("orders", COLUMNS))
                 await client.ask(
                     m.CreatePhysicalSource("orders", "FILE", {"file_path": str(source_dir)})
