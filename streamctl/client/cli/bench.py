@@ -7,7 +7,9 @@ import json
 import typer
 
 from streamctl.client.cli.common import (
+    DRIVER_MEMORY_HELP,
     JsonOption,
+    memory_size,
 )
 from streamctl.workflows.config import CoordinatorConfig
 
@@ -108,11 +110,16 @@ def bench_throughput(
     rows: int = typer.Option(2_000_000, min=1, help="Rows of the generated input file."),
     repeat: int = typer.Option(1, min=1, help="Measured runs of each side (the median counts)."),
     master: str = typer.Option("local[2]", help="Spark master of the session."),
+    driver_memory: str = typer.Option(
+        "4g",
+        callback=memory_size,
+        help=DRIVER_MEMORY_HELP + ": a windowed join holds both inputs as state in one batch.",
+    ),
 ) -> None:
     """Rows/s of planned queries against the same queries hand-written in PySpark."""
     from streamctl.bench.throughput import run_throughput_bench
 
-    result = run_throughput_bench(rows, repeat, master)
+    result = run_throughput_bench(rows, repeat, master, driver_memory=driver_memory)
     print(json.dumps(result) if as_json else json.dumps(result, indent=2))
 
 
