@@ -10,9 +10,12 @@ import asyncio
 import threading
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streamctl.client.client import CoordinatorClient
 from streamctl.client.errors import ClientClosed, OutboxFull
+from streamctl.client.outbox import settle
 from streamctl.error_codes import ErrorCode
 from streamctl.workflows import messages as m
 
@@ -32,12 +35,51 @@ def test_a_full_event_outbox_refuses_then_frees_its_room_on_close():
 
 def test_merged_heartbeats_each_hold_a_slot_and_all_resolve_on_close():
     client = CoordinatorClient(max_outbox=3)
-    futures = [client._enqueue_event(m.Heartbeat("a"), 0) for _ in range(3)]
+    futures = [client._enqueue_awaited_event(m.Heartbeat("a"), 0) for _ in range(3)]
     with pytest.raises(OutboxFull):
         client.try_send(m.Heartbeat("a"))
     client.close(timeout=0)
     for future in futures:
         assert isinstance(future.exception(timeout=1), ClientClosed)
+
+
+SENDS = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "c"]), st.booleans(), st.sampled_from(["beat", "reg"])),
+    max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(capacity=st.integers(1, 8), sends=SENDS)
+def test_events_with_and_without_waiting_callers_each_hold_a_slot_until_settled(
+    capacity: int, sends: list[tuple[str, bool, str]]
+) -> None:
+    """Mixed ``try_send`` (no future) and awaited events, merged or not: the outbox refuses
+    exactly when ``capacity`` events are held, and settling what is queued frees every slot,
+    resolves every awaited future and counts every event."""
+    client = CoordinatorClient(max_outbox=capacity)
+    held = 0
+    futures = []
+    for worker, awaited, kind in sends:
+        event = m.Heartbeat(worker) if kind == "beat" else m.RegisterWorker(worker)
+        try:
+            if awaited:
+                futures.append(client._enqueue_awaited_event(event, 0))
+            else:
+                client.try_send(event)
+        except OutboxFull:
+            assert held == capacity
+            continue
+        held += 1
+    queued = list(client._events)
+    assert sum(item.merged + 1 for item in queued) == held
+    assert sum(len(item.followers) + (item.future is not None) for item in queued) == len(futures)
+    settle(queued, lambda _item: None)
+    assert all(future.result(timeout=0) is None for future in futures)
+    for _ in range(capacity):
+        assert client._event_slots.take(0)
+    assert not client._event_slots.take(0)
+    client.close(timeout=0)
 
 
 async def test_asyncio_callers_wait_for_room_and_learn_when_the_client_closes():

@@ -59,8 +59,10 @@ class Slots:
 class Outgoing:
     """A message waiting in the outbox until :func:`settle` gives it its outcome, once.
 
-    Thread callers and events wait on ``future``; asyncio callers on ``waiter``. ``followers``
-    are the futures of events merged into this one; each holds a slot in ``slots``.
+    Thread callers and events wait on ``future`` (an event queued with ``try_send`` has
+    none: nobody waits for it); asyncio callers on ``waiter``. ``merged`` events were folded
+    into this one, each holding a slot in ``slots``; ``followers`` are the futures of those
+    whose callers wait.
     """
 
     envelope: Envelope
@@ -74,6 +76,7 @@ class Outgoing:
     future: concurrent.futures.Future[Response | None] | None = None
     waiter: Waiter | None = None
     followers: list[concurrent.futures.Future[Response | None]] = field(default_factory=list)
+    merged: int = 0
     settled: bool = False
     last_error: str | None = None
     """Why the latest attempt to deliver it failed, for the timeout's message."""
@@ -104,7 +107,7 @@ def settle(items: Iterable[Outgoing], outcome_of: Callable[[Outgoing], Any]) -> 
                 future.set_result(outcome)
         if item.waiter is not None:
             by_loop.setdefault(item.waiter.loop, []).append((item.waiter.future, outcome))
-        released[item.slots] = released.get(item.slots, 0) + 1 + len(item.followers)
+        released[item.slots] = released.get(item.slots, 0) + 1 + item.merged
     for loop, outcomes in by_loop.items():
         _hand_over(loop, outcomes)
     for slots, count in released.items():

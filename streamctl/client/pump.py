@@ -332,7 +332,7 @@ class Pump:
                 await asyncio.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 2.0)
         settle(batch, lambda _item: None)
-        self.stats.events_delivered += sum(len(item.followers) + 1 for item in batch)
+        self.stats.events_delivered += sum(item.merged + 1 for item in batch)
 
 
 def _failing_with(error: UndecodableAnswer) -> Callable[[Outgoing], BaseException]:
