@@ -39,7 +39,7 @@ This module is imported by workflow code: it holds only plain dataclasses and co
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 MESSAGE_VERSION = 1
@@ -131,7 +131,9 @@ def _plain(value: Any) -> Any:
     if isinstance(value, tuple | list):
         return [_plain(item) for item in value]
     if hasattr(value, "__dataclass_fields__"):
-        return asdict(value)
+        # A flat dataclass (ColumnSpec): ``asdict`` deep-copies and was most of a create
+        # request's encoding on a busy client.
+        return {name: _plain(getattr(value, name)) for name in _field_names(type(value))}
     return value
 
 
