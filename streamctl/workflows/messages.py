@@ -132,7 +132,9 @@ def _plain(value: Any) -> Any:
         return [_plain(item) for item in value]
     if hasattr(value, "__dataclass_fields__"):
         # A flat dataclass (ColumnSpec): ``asdict`` deep-copies and was most of a create
-        # request's encoding on a busy client.
+        # request's encoding on a busy client. Unlike ``asdict`` this turns a nested
+        # dataclass's tuples into lists and keeps its dicts as they are: a message kind that
+        # nests such a dataclass must check that its body (a workflow input) stays the same.
         return {name: _plain(getattr(value, name)) for name in _field_names(type(value))}
     return value
 
