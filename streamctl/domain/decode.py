@@ -7,7 +7,6 @@ with that code and never raises further.
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -39,7 +38,7 @@ class DecodeError(Exception):
 
 
 _adapters: dict[str, TypeAdapter[Any]] = {}
-_field_names: dict[type[m.Message], frozenset[str]] = {}
+_allowed: dict[type[m.Message], frozenset[str]] = {}
 
 
 def _adapter(cls: type[m.Message]) -> TypeAdapter[Any]:
@@ -60,10 +59,10 @@ def prepare() -> None:
 
 
 def _allowed_fields(cls: type[m.Message]) -> frozenset[str]:
-    """``dataclasses.fields`` is slow enough to matter once per request; ask once per class."""
-    names = _field_names.get(cls)
+    """The body keys ``cls`` takes, as a set, made once per class."""
+    names = _allowed.get(cls)
     if names is None:
-        names = _field_names[cls] = frozenset(f.name for f in fields(cls))
+        names = _allowed[cls] = frozenset(m.field_names(cls))
     return names
 
 

@@ -102,7 +102,7 @@ class Message:
     def body(self) -> dict[str, Any]:
         return {
             name: _plain(value)
-            for name in _field_names(type(self))
+            for name in field_names(type(self))
             if (value := getattr(self, name)) is not None or name not in OMITTED_WHEN_NONE
         }
 
@@ -118,9 +118,10 @@ coordinator which predates them still takes the requests of a newer client."""
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
-def _field_names(cls: type) -> tuple[str, ...]:
-    """A message class's fields in order, computed once per class (``dataclasses.fields`` per
-    message was a fifth of a busy ``try_send``)."""
+def field_names(cls: type) -> tuple[str, ...]:
+    """A dataclass's field names in order, computed once per class: ``dataclasses.fields``
+    per message was a fifth of a busy ``try_send`` (the client), and mattered once per
+    request in a pass's decoding and in the payload converter."""
     names = _FIELD_NAMES.get(cls)
     if names is None:
         names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
@@ -135,7 +136,7 @@ def _plain(value: Any) -> Any:
         # request's encoding on a busy client. Unlike ``asdict`` this turns a nested
         # dataclass's tuples into lists and keeps its dicts as they are: a message kind that
         # nests such a dataclass must check that its body (a workflow input) stays the same.
-        return {name: _plain(getattr(value, name)) for name in _field_names(type(value))}
+        return {name: _plain(getattr(value, name)) for name in field_names(type(value))}
     return value
 
 

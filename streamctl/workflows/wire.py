@@ -55,7 +55,7 @@ from temporalio.runtime import Runtime
 from streamctl import config
 from streamctl.compact_json import loads
 from streamctl.limits import MAX_ID_LENGTH
-from streamctl.workflows.messages import Envelope, EventBatch
+from streamctl.workflows.messages import Envelope, EventBatch, field_names
 from streamctl.workflows.payload_crypto import EncryptedPayloadConverter, SecretPayloadCodec
 
 log = logging.getLogger(__name__)
@@ -243,17 +243,11 @@ class FastDataclassConverter(JSONTypeConverter):
 class ShallowDataclassEncoder(AdvancedJSONEncoder):
     """Encodes a dataclass as the dict of its fields without copying nested values first."""
 
-    _field_names: typing.ClassVar[dict[type, tuple[str, ...]]] = {}
-
     def default(self, o: Any) -> Any:
         cls = type(o)
-        names = self._field_names.get(cls)
-        if names is None:
-            if not dataclasses.is_dataclass(o):
-                return super().default(o)
-            names = tuple(f.name for f in dataclasses.fields(o))
-            self._field_names[cls] = names
-        return {name: getattr(o, name) for name in names}
+        if not hasattr(cls, "__dataclass_fields__"):
+            return super().default(o)
+        return {name: getattr(o, name) for name in field_names(cls)}
 
 
 class WirePayloadConverter(CompositePayloadConverter):
