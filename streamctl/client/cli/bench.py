@@ -6,6 +6,7 @@ import json
 
 import typer
 
+from streamctl.bench.throughput import DRIVER_MEMORY
 from streamctl.client.cli.common import (
     DRIVER_MEMORY_HELP,
     JsonOption,
@@ -111,7 +112,7 @@ def bench_throughput(
     repeat: int = typer.Option(1, min=1, help="Measured runs of each side (the median counts)."),
     master: str = typer.Option("local[2]", help="Spark master of the session."),
     driver_memory: str = typer.Option(
-        "4g",
+        DRIVER_MEMORY,
         callback=memory_size,
         help=DRIVER_MEMORY_HELP + ": a windowed join holds both inputs as state in one batch.",
     ),
