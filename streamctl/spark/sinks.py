@@ -214,53 +214,39 @@ def _conform(df: DataFrame, spec: SinkSpec) -> DataFrame:
 # --- NebulaStream's CSV text in Spark --------------------------------------------------------
 
 
-_FLOAT_TEXT = "nes#float_text#"
+_FLOAT_TEXT: Final = "nes#float_text#"
 """Prefix of the staged float text columns (:func:`streamctl.spark.float_text.with_float_texts`)."""
+_TEXT: Final = "nes#text#"
+"""Prefix of the other columns' texts (:func:`nes_text_lines`)."""
 
 
 def nes_csv_line(
-    spec: SinkSpec,
-    float_texts: Mapping[str, str],
-    *,
-    delimiter: str = ",",
-    quote_strings: bool = False,
+    spec: SinkSpec, texts: Mapping[str, str], *, delimiter: str = ",", quote_strings: bool = False
 ) -> Column:
-    """A string column: each row as NES's CSV formatter writes it (no newline).
-
-    Integers, booleans and strings are formatted by Spark; floating point numbers are the
-    columns ``float_texts[name]`` already hold (:func:`nes_text_lines` adds them), because NES
-    rounds like C's ``printf`` and Java's formatters round differently.
-    """
-    from pyspark.sql import functions as F
-
-    fields = [
-        F.coalesce(text, F.lit("NULL"))
-        for text in _csv_fields(spec, float_texts, quote_strings=quote_strings)
-    ]
-    return F.concat_ws(delimiter, *fields)
-
-
-def _csv_fields(
-    spec: SinkSpec, float_texts: Mapping[str, str], *, quote_strings: bool
-) -> list[Column]:
-    """Each column's CSV text, NULL where the value is NULL."""
+    """A string column: each row as NES's CSV formatter writes it (no newline), from the
+    columns ``texts[name]`` that hold each column's text (:func:`nes_text_lines` adds them;
+    a string column's unquoted when ``quote_strings``)."""
     from pyspark.sql import functions as F
 
     fields = []
     for column in spec.schema:
-        value = F.col(quote_identifier(column["name"]))
-        nes_type = column["type"]
-        if nes_type in FLOAT_TYPES:
-            text = F.col(quote_identifier(float_texts[column["name"]]))
-        elif nes_type == "BOOLEAN":
-            text = F.when(value, F.lit("true")).when(~value, F.lit("false"))
-        elif nes_type in STRING_TYPES and quote_strings:
+        text = F.col(quote_identifier(texts[column["name"]]))
+        if column["type"] in STRING_TYPES and quote_strings:
             # RFC 4180: a quote inside is doubled, so the field reads back (also by our parser)
-            text = F.concat(F.lit('"'), F.regexp_replace(value, '"', '""'), F.lit('"'))
-        else:
-            text = value.cast("string")
-        fields.append(text)
-    return fields
+            text = F.concat(F.lit('"'), F.regexp_replace(text, '"', '""'), F.lit('"'))
+        fields.append(F.coalesce(text, F.lit("NULL")))
+    return F.concat_ws(delimiter, *fields)
+
+
+def _value_text(value: Column, nes_type: str) -> Column:
+    """The CSV text of a value that is not a float, NULL where it is NULL: integers, booleans
+    and strings are formatted by Spark. Floats are not: NES rounds like C's ``printf`` and
+    Java's formatters round differently (:mod:`streamctl.spark.float_text`)."""
+    from pyspark.sql import functions as F
+
+    if nes_type == "BOOLEAN":
+        return F.when(value, F.lit("true")).when(~value, F.lit("false"))
+    return value.cast("string")
 
 
 def _json_string(text: Column) -> Column:
@@ -270,8 +256,13 @@ def _json_string(text: Column) -> Column:
     return F.regexp_extract(F.to_json(F.array(text)), r"(?s)^\[(.*)\]$", 1)
 
 
-def nes_json_line(spec: SinkSpec, float_texts: Mapping[str, str]) -> Column:
-    """A string column: each row as one JSON object, keys the sink's column names in order.
+_NON_FINITE_TEXTS: Final = ("nan", "inf", "-inf")
+"""The float texts that are no JSON number (:mod:`streamctl.spark.float_text`)."""
+
+
+def nes_json_line(spec: SinkSpec, texts: Mapping[str, str]) -> Column:
+    """A string column: each row as one JSON object, keys the sink's column names in order,
+    from the columns ``texts[name]`` that hold each column's CSV text.
 
     nes-docs/null_handling.md, "Output Formatting": "NULL values are rendered as the string
     `NULL` in both CSV and JSON output", with the example ``{"ts": 1, "temperature": "NULL",
@@ -283,14 +274,16 @@ def nes_json_line(spec: SinkSpec, float_texts: Mapping[str, str]) -> Column:
     """
     from pyspark.sql import functions as F
 
-    csv_text = _csv_fields(spec, float_texts, quote_strings=False)
     members = []
-    for column, text in zip(spec.schema, csv_text, strict=True):
+    for column in spec.schema:
+        text = F.col(quote_identifier(texts[column["name"]]))
         nes_type = column["type"]
         if column["nullable"] or nes_type in STRING_TYPES:
             literal = _json_string(F.coalesce(text, F.lit("NULL")))
         elif nes_type in FLOAT_TYPES:
-            literal = F.when(text.rlike("^-?[0-9]"), text).otherwise(_json_string(text))
+            # the non-finite texts need no escaping inside quotes
+            quoted = F.concat(F.lit('"'), text, F.lit('"'))
+            literal = F.when(text.isin(*_NON_FINITE_TEXTS), quoted).otherwise(text)
         else:
             literal = text
         members.append(F.lit(json.dumps(column["name"]) + ":"))
@@ -301,16 +294,35 @@ def nes_json_line(spec: SinkSpec, float_texts: Mapping[str, str]) -> Column:
 
 def nes_text_lines(df: DataFrame, spec: SinkSpec) -> DataFrame:
     """One string column ``value`` with each row in the sink's text format (its columns are
-    the sink's, :func:`_conform`)."""
+    the sink's, :func:`_conform`).
+
+    The columns that are no floats become texts first, in the projection before the floats'
+    steps: the last of those steps is not code-generated (``reflect``) and so ends Spark's
+    generated stage, and the row handed across is then made of strings and doubles. Handed
+    across as itself, a ``UINT64`` (a ``DECIMAL(20,0)``) went through a ``BigInteger`` per
+    row both ways: a fifth of a filter/project query's time (Java Flight Recorder)."""
+    from pyspark.sql import functions as F
+
     floats = [column["name"] for column in spec.schema if column["type"] in FLOAT_TYPES]
-    df, texts = with_float_texts(df, floats, _FLOAT_TEXT)
-    float_texts = dict(zip(floats, texts, strict=True))
+    others = [column for column in spec.schema if column["type"] not in FLOAT_TYPES]
+    texts = {column["name"]: f"{_TEXT}{index}" for index, column in enumerate(others)}
+    df = df.select(
+        *(F.col(quote_identifier(name)) for name in floats),
+        *(
+            _value_text(F.col(quote_identifier(column["name"])), column["type"]).alias(
+                texts[column["name"]]
+            )
+            for column in others
+        ),
+    )
+    df, float_texts = with_float_texts(df, floats, _FLOAT_TEXT)
+    texts.update(zip(floats, float_texts, strict=True))
     if spec.config.get("format", "CSV") == "JSON":
-        line = nes_json_line(spec, float_texts)
+        line = nes_json_line(spec, texts)
     else:
         line = nes_csv_line(
             spec,
-            float_texts,
+            texts,
             delimiter=spec.config.get("field_delimiter", ","),
             quote_strings=bool(spec.config.get("quote_strings", False)),
         )

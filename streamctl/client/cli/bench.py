@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from streamctl.bench.throughput import DRIVER_MEMORY
+from streamctl.bench.throughput import DRIVER_MEMORY, REPEAT
 from streamctl.client.cli.common import (
     DRIVER_MEMORY_HELP,
     JsonOption,
@@ -109,18 +109,26 @@ def bench_deploy(
 def bench_throughput(
     as_json: JsonOption = False,
     rows: int = typer.Option(2_000_000, min=1, help="Rows of the generated input file."),
-    repeat: int = typer.Option(1, min=1, help="Measured runs of each side (the median counts)."),
+    repeat: int = typer.Option(
+        REPEAT, min=1, help="Measured runs of each side (the median counts)."
+    ),
     master: str = typer.Option("local[2]", help="Spark master of the session."),
     driver_memory: str = typer.Option(
         DRIVER_MEMORY,
         callback=memory_size,
         help=DRIVER_MEMORY_HELP + ": a windowed join holds both inputs as state in one batch.",
     ),
+    query: list[str] = typer.Option(
+        [], help="Run only this query (repeatable): filter_project, tumbling_group_by, ..."
+    ),
 ) -> None:
     """Rows/s of planned queries against the same queries hand-written in PySpark."""
     from streamctl.bench.throughput import run_throughput_bench
 
-    result = run_throughput_bench(rows, repeat, master, driver_memory=driver_memory)
+    try:
+        result = run_throughput_bench(rows, repeat, master, driver_memory=driver_memory, only=query)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--query") from None
     print(json.dumps(result) if as_json else json.dumps(result, indent=2))
 
 
