@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any
 
 import pytest
 from connector_helpers import columns, file_sink, run_bounded, source
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from streamctl.spark.sinks import nes_text_lines, read_file_sink
@@ -281,3 +282,31 @@ def test_a_quoted_last_field_of_a_crlf_line_is_unquoted(spark: Any) -> None:
     spec = source("INLINE", {"data": ""}, "id INT32", "name VARSIZED?", "n INT32")
     lines = ['1,"alice","5"\r', '2,"",7', '3,"a""b",8\r']
     assert same(parse(spark, lines, spec), [(1, "alice", 5), (2, "", 7), (3, 'a"b', 8)])
+
+
+@SETTINGS
+@given(values=st.lists(st.floats(width=64), min_size=1, max_size=20))
+@example(values=[math.nan, math.inf, -math.inf, 1.5, -0.0, 1e23])
+def test_json_sink_writes_a_not_null_float_as_a_number_unless_json_has_none_for_it(
+    spark: Any, values: list[float]
+) -> None:
+    """NaN and the infinities are no JSON numbers (RFC 8259): a NOT NULL float column holds
+    them as the strings of their CSV text (``nan``, ``inf``, ``-inf``), every other value as
+    the number; the nullable column holds the CSV text as a string either way."""
+    spec = file_sink(Path("/nonexistent"), "f FLOAT64", "g FLOAT64?", format="JSON")
+    frame = spark.createDataFrame(
+        [(value, value) for value in values], spark_schema(columns("f FLOAT64", "g FLOAT64?"))
+    ).coalesce(1)
+    lines = [row[0] for row in nes_text_lines(frame, spec).collect()]
+    for line, value in zip(lines, values, strict=True):
+        obj = json.loads(line)
+        text = "nan" if value != value else {math.inf: "inf", -math.inf: "-inf"}.get(value)
+        if text is None:
+            assert isinstance(obj["f"], float)
+            assert obj["f"] == nes_float(value)
+        else:
+            assert obj["f"] == text
+        if text is None:  # C's %.6f, trailing zeros dropped down to one
+            text = f"{value:.6f}".rstrip("0")
+            text += "0" if text.endswith(".") else ""
+        assert obj["g"] == text
