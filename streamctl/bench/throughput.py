@@ -26,15 +26,18 @@ What a run does
    (:data:`REPEAT`), alternating with the other side; the median counts. The rate is the
    query's steady rate, as a continuous query runs: a side's first run over the whole input
    also pays for the JVM compiling its generated code, which takes longer the more code
-   there is (the planned filter/project's first run took 4.3-5.2 s, its next ones 2.2-2.7 s;
-   the hand-written one's 2.2 then 1.6-2.1 s), and a warm-up on a small input does not
-   bring the JIT there.
+   there is (the planned filter/project's first run took 4.3-9.3 s, its next ones
+   2.2-3.3 s; the hand-written one's 2.1-2.7 s, then 1.6-2.1 s), and a warm-up on a small
+   input does not bring the JIT there.
 4. Prints per query ``planned_s``, ``hand_s``, both rows/s, ``ratio`` (hand time over planned
    time: 1.0 is Spark's own speed), the rows each side wrote, and ``min_ratio`` over all
-   queries. The row counts agree but for windows: the hand-written side never emits the last
-   window(s) of the input (Spark's append mode emits a window once the watermark passes its
-   end, and nothing moves it at the end of bounded input), where NebulaStream, and so the
-   planned side, emits every window when the input ends.
+   queries; and of each side's time the part its ``start`` took (``planned_start_s``,
+   ``hand_start_s``: building the query's DataFrames, where every node of a column expression
+   is a call into the JVM, and ``writeStream.start()``). The row counts agree but for
+   windows: the hand-written side never emits the last window(s) of the input (Spark's append
+   mode emits a window once the watermark passes its end, and nothing moves it at the end of
+   bounded input), where NebulaStream, and so the planned side, emits every window when the
+   input ends.
 
 The coordinator's part of a start (a pass, the agent's action) is ``bench deploy``'s; this one
 measures the data path alone, where the planned query spends its rows.
@@ -331,13 +334,16 @@ def _hand(session: SparkSession, query: ThroughputQuery, inputs: Path, work: Pat
     return Side(start, rows_out)
 
 
-def _timed(start: Callable[[], Any]) -> float:
+def _timed(start: Callable[[], Any]) -> tuple[float, float]:
+    """Seconds until the query ended, and of those the seconds ``start`` took (building the
+    DataFrames, each column expression a call into the JVM, and ``writeStream.start()``)."""
     began = time.perf_counter()
     streaming = start()
+    started = time.perf_counter()
     streaming.awaitTermination()
     if streaming.exception() is not None:
         raise RuntimeError(f"{streaming.name} failed: {streaming.exception()}")
-    return time.perf_counter() - began
+    return time.perf_counter() - began, started - began
 
 
 REPEAT: Final = 3
@@ -378,6 +384,7 @@ def run_throughput_bench(
                 sides: dict[str, Callable[[SparkSession, ThroughputQuery, Path, Path], Side]]
                 sides = {"planned": _planned, "hand": _hand}
                 seconds: dict[str, list[float]] = {side: [] for side in sides}
+                starts: dict[str, list[float]] = {side: [] for side in sides}
                 written: dict[str, int] = {}
                 for make in sides.values():  # warm-up: code generation, class loading, JIT
                     work = root / f"run-{next(runs)}"
@@ -387,7 +394,9 @@ def run_throughput_bench(
                     for name, make in sides.items():
                         work = root / f"run-{next(runs)}"
                         side = make(session, query, root / "input", work)
-                        seconds[name].append(_timed(side.start))
+                        took, starting = _timed(side.start)
+                        seconds[name].append(took)
+                        starts[name].append(starting)
                         written[name] = side.rows_out()
                         shutil.rmtree(work, ignore_errors=True)
                 planned, hand = (statistics.median(seconds[s]) for s in ("planned", "hand"))
@@ -399,6 +408,8 @@ def run_throughput_bench(
                     "planned_rows_per_s": round(rows / planned),
                     "hand_rows_per_s": round(rows / hand),
                     "ratio": round(hand / planned, 3),
+                    "planned_start_s": round(statistics.median(starts["planned"]), 2),
+                    "hand_start_s": round(statistics.median(starts["hand"]), 2),
                     "planned_rows_out": written["planned"],
                     "hand_rows_out": written["hand"],
                 }
