@@ -224,8 +224,9 @@ def nes_csv_line(
     spec: SinkSpec, texts: Mapping[str, str], *, delimiter: str = ",", quote_strings: bool = False
 ) -> Column:
     """A string column: each row as NES's CSV formatter writes it (no newline), from the
-    columns ``texts[name]`` that hold each column's text (:func:`nes_text_lines` adds them;
-    a string column's unquoted when ``quote_strings``)."""
+    columns ``texts[name]``, one for every column of the sink, that hold each column's text
+    (:func:`nes_text_lines` adds them); a string's text is unquoted, and quoted here when
+    ``quote_strings``."""
     from pyspark.sql import functions as F
 
     fields = []
@@ -262,7 +263,8 @@ _NON_FINITE_TEXTS: Final = ("nan", "inf", "-inf")
 
 def nes_json_line(spec: SinkSpec, texts: Mapping[str, str]) -> Column:
     """A string column: each row as one JSON object, keys the sink's column names in order,
-    from the columns ``texts[name]`` that hold each column's CSV text.
+    from the columns ``texts[name]``, one for every column of the sink, that hold each
+    column's CSV text (:func:`nes_text_lines` adds them).
 
     nes-docs/null_handling.md, "Output Formatting": "NULL values are rendered as the string
     `NULL` in both CSV and JSON output", with the example ``{"ts": 1, "temperature": "NULL",
@@ -283,7 +285,10 @@ def nes_json_line(spec: SinkSpec, texts: Mapping[str, str]) -> Column:
         elif nes_type in FLOAT_TYPES:
             # the non-finite texts need no escaping inside quotes
             quoted = F.concat(F.lit('"'), text, F.lit('"'))
-            literal = F.when(text.isin(*_NON_FINITE_TEXTS), quoted).otherwise(text)
+            # NULL (a NOT NULL column holds none through the planner: sink_checks) as JSON's
+            # null, as before
+            number = F.coalesce(text, F.lit("null"))
+            literal = F.when(text.isin(*_NON_FINITE_TEXTS), quoted).otherwise(number)
         else:
             literal = text
         members.append(F.lit(json.dumps(column["name"]) + ":"))
@@ -298,9 +303,10 @@ def nes_text_lines(df: DataFrame, spec: SinkSpec) -> DataFrame:
 
     The columns that are no floats become texts first, in the projection before the floats'
     steps: the last of those steps is not code-generated (``reflect``) and so ends Spark's
-    generated stage, and the row handed across is then made of strings and doubles. Handed
-    across as itself, a ``UINT64`` (a ``DECIMAL(20,0)``) went through a ``BigInteger`` per
-    row both ways: a fifth of a filter/project query's time (Java Flight Recorder)."""
+    generated stage, and the row handed across then holds those texts, the float columns and
+    their steps' values, and no decimals. Handed across as itself, a ``UINT64`` (a
+    ``DECIMAL(20,0)``) went through a ``BigInteger`` per row both ways: a fifth of a
+    filter/project query's time (Java Flight Recorder)."""
     from pyspark.sql import functions as F
 
     floats = [column["name"] for column in spec.schema if column["type"] in FLOAT_TYPES]
