@@ -283,27 +283,20 @@ def _integer(text: Column, nes_type: str) -> Column:
     Parsed as ``BIGINT`` (``try_cast``: NULL past 64 bits), never as a decimal, except the
     rare ``UINT64`` text of more than 18 characters; the regular expression makes the text
     exactly what NES accepts (``try_cast`` alone would take ``+5`` or control characters
-    around the digits). It runs only where the text is not the number's own decimal form
-    (``cast(n AS STRING)``, which is ``-?[0-9]+``): the usual text passes with a comparison of
-    bytes, and Java's regular expressions (a ``Matcher`` per value) were a fifth of a CSV
-    query's time (Java Flight Recorder)."""
+    around the digits)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DecimalType
 
-    long_value = text.try_cast("bigint")
-    canonical = long_value.cast("string") == text
-    if nes_type in UNSIGNED_TYPES:
-        canonical = canonical & (long_value >= F.lit(0))
-    syntax = canonical | text.rlike(_UNSIGNED_TEXT if nes_type in UNSIGNED_TYPES else _INTEGER_TEXT)
+    syntax = text.rlike(_UNSIGNED_TEXT if nes_type in UNSIGNED_TYPES else _INTEGER_TEXT)
     if nes_type == "UINT64":
         carrier = DecimalType(20, 0)
-        short = long_value.cast(carrier)
+        short = text.try_cast("bigint").cast(carrier)
         wide = text.try_cast(carrier)  # NULL past 20 digits
         # bytes, not characters (no count): the syntax leaves only ASCII digits and blanks
         value = F.when(F.octet_length(text) <= _LONG_DIGITS, short)
         value = value.when(_in_range(wide, nes_type), wide)
         return F.when(syntax, value)
-    number = F.when(syntax, long_value)
+    number = F.when(syntax, text.try_cast("bigint"))
     if nes_type != "INT64":
         number = F.when(_in_range(number, nes_type), number)
     return number.cast(spark_type(nes_type))
