@@ -55,13 +55,19 @@ from streamctl.nes_types import (
     canonical_type,
     integer_range,
 )
+from streamctl.spark import sql_text as S
 from streamctl.spark.specs import SourceSpec
-from streamctl.spark.types import spark_type
+from streamctl.spark.sql_text import Sql
+from streamctl.spark.types import quote_identifier, spark_type_ddl
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
 __all__ = ["conform", "java_regex_literal", "parse_lines"]
+
+# The expressions below are Spark SQL text (:mod:`streamctl.spark.sql_text`): each projection
+# reaches the JVM in one call per column, where building them with pyspark's functions took a
+# call per node (2,400 of a CSV query's start).
 
 
 def java_regex_literal(char: str) -> str:
@@ -73,35 +79,37 @@ def parse_lines(
 ) -> DataFrame:
     """Typed columns from text tuples (column ``value``) by the rules of the module docstring
     ("Parsing"); ``parser`` overrides options of ``spec.config`` (generators write CSV)."""
-    from pyspark.sql import functions as F
-
     options = {**spec.config, **(parser or {})}
-    lines = lines.where(F.col("value") != F.lit(""))  # not length(): it counts characters
+    value = S.col("value")
+    lines = lines.where((value != "").text)  # not length(): it counts characters
     if options["format"] == "JSON":
         return _json_columns(lines, spec)
     delimiter = java_regex_literal(options["field_delimiter"])
-    fields = F.split(F.col("value"), delimiter, -1)
+    fields: Sql = S.call("split", value, delimiter, -1)
     if options["allow_delimiter_in_quotes"]:
         # a delimiter followed by an even number of quotes is outside quotes; the look-ahead
         # scans the rest of the tuple at every delimiter, so only tuples with quotes take it
         outside = delimiter + '(?=(?:[^"]*"[^"]*")*[^"]*$)'
-        quoted_split = F.split(F.col("value"), outside, -1)
-        fields = F.when(F.col("value").contains('"'), quoted_split).otherwise(fields)
+        quoted_split = S.call("split", value, outside, -1)
+        fields = S.when(value.contains('"'), quoted_split).otherwise(fields)
     expected = len(spec.schema)
-    found = F.size(F.col("_fields"))
-    checked = F.when(found == expected, F.col("_fields")).otherwise(
-        F.raise_error(
-            F.concat(
-                F.lit(f"source {spec.id}: expected {expected} fields in tuple '"),
-                F.col("value"),
-                F.lit("', got "),
-                found.cast("string"),
-            )
+    found = S.call("size", S.col("_fields"))
+    checked = S.when(found == expected, S.col("_fields")).otherwise(
+        S.call(
+            "raise_error",
+            S.call(
+                "concat",
+                f"source {spec.id}: expected {expected} fields in tuple '",
+                value,
+                "', got ",
+                found.cast("STRING"),
+            ),
         )
     )
     quoted = bool(options["allow_delimiter_in_quotes"])
-    split = lines.select(F.col("value"), fields.alias("_fields")).select(checked.alias("_fields"))
-    raw = split.select(*(F.col("_fields")[i].alias(f"_f{i}") for i in range(expected)))
+    split = S.project(lines, [value, fields.alias("_fields")])
+    split = S.project(split, [checked.alias("_fields")])
+    raw = S.project(split, [S.col("_fields")[i].alias(f"_f{i}") for i in range(expected)])
     return _typed_fields(raw, spec, csv=True, quoted=quoted)
 
 
@@ -120,36 +128,38 @@ def _json_columns(lines: DataFrame, spec: SourceSpec) -> DataFrame:
     are not read by the typed parse (``allowNonNumericNumbers``), so ``"+INF"`` in a string
     is not taken for infinity there.
     """
-    from pyspark.sql import functions as F
-
     names = [str(column["name"]) for column in spec.schema]
     if len({name.upper() for name in names}) != len(names):
         # struct fields differing only in case cannot be told apart by Spark's resolution
         return _typed_fields(_json_fields(lines, spec), spec, csv=False, quoted=False)
     schema = ", ".join(
-        f"`{name.replace('`', '``')}` {_json_typed_parse(column)}"
+        f"{quote_identifier(name)} {_json_typed_parse(column)}"
         for name, column in zip(names, spec.schema, strict=True)
     )
-    options = {"mode": "PERMISSIVE", "allowNonNumericNumbers": "false"}
-    typed = lines.select(F.col("value"), F.from_json(F.col("value"), schema, options).alias("_j"))
-    fields = [F.col("_j").getField(name) for name in names]
-    complete = F.lit(True)
+    options = S.call("map", "mode", "PERMISSIVE", "allowNonNumericNumbers", "false")
+    parse = S.call("from_json", S.col("value"), schema, options)
+    typed = S.project(lines, [S.col("value"), parse.alias("_j")])
+    fields = [S.col("_j").getField(name) for name in names]
+    complete: Sql = S.lit(True)
     for field, column in zip(fields, spec.schema, strict=True):
         complete = complete & field.isNotNull()
         nes_type = canonical_type(column["type"])
         if nes_type == "UINT64":  # a BIGINT here: at most 2**63 - 1 already
-            complete = complete & (field >= F.lit(0))
+            complete = complete & (field >= 0)
         elif nes_type in INTEGER_TYPES and nes_type not in _SAME_RANGE_CARRIERS:
             complete = complete & _in_range(field, nes_type)
-    checked = typed.select(
-        F.col("value"),
-        *(field.alias(f"_j{i}") for i, field in enumerate(fields)),
-        complete.alias("_complete"),
+    checked = S.project(
+        typed,
+        [
+            S.col("value"),
+            *(field.alias(f"_j{i}") for i, field in enumerate(fields)),
+            complete.alias("_complete"),
+        ],
     )
-    fast: dict[int, Column] = {}
+    fast: dict[int, Sql] = {}
     for i, column in enumerate(spec.schema):
         if _json_typed_parse(column) != "STRING":
-            fast[i] = F.col(f"_j{i}").cast(spark_type(column["type"]))
+            fast[i] = S.col(f"_j{i}").cast(spark_type_ddl(column["type"]))
     return _typed_fields(
         _json_fields(checked, spec, typed=len(spec.schema)),
         spec,
@@ -170,78 +180,71 @@ def _json_typed_parse(column: Mapping[str, Any]) -> str:
     return "STRING"
 
 
+_TEXT_MAP: Final = "MAP<STRING, STRING>"
+
+
 def _json_fields(lines: DataFrame, spec: SourceSpec, typed: int = 0) -> DataFrame:
     """Column ``_f<i>``: the text of column i's key (module docstring); NULL if null/missing.
 
     With ``typed`` (the typed parse's columns ``_j<i>``, ``_complete``: :func:`_json_columns`),
     a complete tuple's texts are the typed parse's texts, and the general parse runs for the
     other tuples only; those columns are carried along."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import MapType, StringType
-
-    carried = [f"_j{i}" for i in range(typed)] + (["_complete"] if typed else [])
-    text_map = MapType(StringType(), StringType())
-    parsed = F.from_json(F.col("value"), text_map, {"mode": "FAILFAST"})
-    general = F.when(parsed.isNotNull(), parsed).otherwise(
-        F.raise_error(
-            F.concat(F.lit(f"source {spec.id}: not a JSON object: '"), F.col("value"), F.lit("'"))
-        ).cast(text_map)
+    carried = [S.col(f"_j{i}") for i in range(typed)] + ([S.col("_complete")] if typed else [])
+    parsed = S.call("from_json", S.col("value"), _TEXT_MAP, S.call("map", "mode", "FAILFAST"))
+    not_an_object = S.call(
+        "raise_error",
+        S.call("concat", f"source {spec.id}: not a JSON object: '", S.col("value"), "'"),
     )
+    general: Sql = S.when(parsed.isNotNull(), parsed).otherwise(not_an_object.cast(_TEXT_MAP))
     if typed:
-        general = F.when(~F.col("_complete"), general)
-    objects = lines.select(*carried, general.alias("_m"))
+        general = S.when(~S.col("_complete"), general)
+    objects = S.project(lines, [*carried, general.alias("_m")])
     # Keys match column names exactly or, failing that, ignoring case (NES upper-cases
     # unquoted identifiers, so `ts UINT64` is column TS and reads the key "ts").
-    keyed = objects.select(
-        *carried,
-        F.col("_m"),
-        F.transform_keys(F.col("_m"), lambda key, _: F.upper(key)).alias("_u"),
-    )
+    upper_keys = Sql(f"transform_keys({S.col('_m').text}, (k_, v_) -> upper(k_))")
+    keyed = S.project(objects, [*carried, S.col("_m"), upper_keys.alias("_u")])
     texts = []
     for position, column in enumerate(spec.schema):
-        text = F.when(
-            F.map_contains_key(F.col("_m"), F.lit(column["name"])),
-            F.try_element_at(F.col("_m"), F.lit(column["name"])),
-        ).otherwise(F.try_element_at(F.col("_u"), F.lit(str(column["name"]).upper())))
+        name = str(column["name"])
+        text: Sql = S.when(
+            S.call("map_contains_key", S.col("_m"), name),
+            S.call("try_element_at", S.col("_m"), name),
+        ).otherwise(S.call("try_element_at", S.col("_u"), name.upper()))
         if typed and _json_typed_parse(column) == "STRING":
-            text = F.when(F.col("_complete"), F.col(f"_j{position}")).otherwise(text)
+            text = S.when(S.col("_complete"), S.col(f"_j{position}")).otherwise(text)
         texts.append(text.alias(f"_f{position}"))
-    return keyed.select(*carried, *texts)
+    return S.project(keyed, [*carried, *texts])
 
 
-def _invalid(spec: SourceSpec, column: Mapping[str, Any], raw: Column, why: str) -> Column:
-    from pyspark.sql import functions as F
-
-    return F.raise_error(
-        F.concat(
-            F.lit(
-                f"source {spec.id}: column {column['name']!r} ({column['type']}{why}) cannot take '"
-            ),
-            F.coalesce(raw.cast("string"), F.lit("NULL")),
-            F.lit("'"),
-        )
+def _invalid(spec: SourceSpec, column: Mapping[str, Any], raw: Sql, why: str) -> Sql:
+    return S.call(
+        "raise_error",
+        S.call(
+            "concat",
+            f"source {spec.id}: column {column['name']!r} ({column['type']}{why}) cannot take '",
+            S.call("coalesce", raw.cast("STRING"), "NULL"),
+            "'",
+        ),
     )
 
 
 def _accept(
-    value: Column,
-    valid: Column,
-    missing: Column,
-    raw: Column,
+    value: Sql,
+    valid: Sql,
+    missing: Sql,
+    raw: Sql,
     column: Mapping[str, Any],
     spec: SourceSpec,
-) -> Column:
+) -> Sql:
     """NULL where ``missing`` (a query failure in a NOT NULL column), ``value`` where
     ``valid``, otherwise a query failure (a malformed value)."""
-    from pyspark.sql import functions as F
-
-    target = spark_type(column["type"])
-    absent = F.lit(None).cast(target)
+    target = spark_type_ddl(column["type"])
+    absent = S.lit(None).cast(target)
     if not column["nullable"]:
         absent = _invalid(spec, column, raw, " NOT NULL").cast(target)
     return (
-        F.when(missing, absent)
-        .when(F.coalesce(valid, F.lit(False)), value.cast(target))
+        S.when(missing, absent)
+        .when(S.call("coalesce", valid, False), value.cast(target))
         .otherwise(_invalid(spec, column, raw, "").cast(target))
     )
 
@@ -264,18 +267,16 @@ _LONG_DIGITS: Final = 18
 """Every unsigned text of at most this many digits is below 2**63: a ``BIGINT`` holds it."""
 
 
-def _in_range(number: Column, nes_type: str) -> Column:
+def _in_range(number: Sql, nes_type: str) -> Sql:
     """Whether an integer value lies within its NES type: compared as ``BIGINT`` where both
     bounds are one (no decimal per value), as exact decimals for ``UINT64``."""
-    from pyspark.sql import functions as F
-
     low, high = integer_range(nes_type)
     if nes_type == "UINT64":
-        return number.between(F.lit(Decimal(low)), F.lit(Decimal(high)))
-    return number.between(F.lit(low), F.lit(high))
+        return number.between(Decimal(low), Decimal(high))
+    return number.between(low, high)
 
 
-def _integer(text: Column, nes_type: str) -> Column:
+def _integer(text: Sql, nes_type: str) -> Sql:
     """The integer ``text`` stands for in the column's Spark type, or NULL where it is not one
     of ``nes_type`` (not ``-?[0-9]+`` between white space, unsigned without a sign, or out of
     range).
@@ -284,40 +285,35 @@ def _integer(text: Column, nes_type: str) -> Column:
     rare ``UINT64`` text of more than 18 characters; the regular expression makes the text
     exactly what NES accepts (``try_cast`` alone would take ``+5`` or control characters
     around the digits)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import DecimalType
-
     syntax = text.rlike(_UNSIGNED_TEXT if nes_type in UNSIGNED_TYPES else _INTEGER_TEXT)
     if nes_type == "UINT64":
-        carrier = DecimalType(20, 0)
-        short = text.try_cast("bigint").cast(carrier)
+        carrier = spark_type_ddl(nes_type)
+        short = text.try_cast("BIGINT").cast(carrier)
         wide = text.try_cast(carrier)  # NULL past 20 digits
         # bytes, not characters (no count): the syntax leaves only ASCII digits and blanks
-        value = F.when(F.octet_length(text) <= _LONG_DIGITS, short)
+        value = S.when(S.call("octet_length", text) <= _LONG_DIGITS, short)
         value = value.when(_in_range(wide, nes_type), wide)
-        return F.when(syntax, value)
-    number = F.when(syntax, text.try_cast("bigint"))
+        return S.when(syntax, value)
+    number: Sql = S.when(syntax, text.try_cast("BIGINT"))
     if nes_type != "INT64":
-        number = F.when(_in_range(number, nes_type), number)
-    return number.cast(spark_type(nes_type))
+        number = S.when(_in_range(number, nes_type), number)
+    return number.cast(spark_type_ddl(nes_type))
 
 
 _BLANKS: Final = " \t\n\u000b\f\r"
 """White space a number or boolean field may have around it: Java's regex ``\\s``."""
 
 
-def _unquoted(field: Column) -> Column:
+def _unquoted(field: Sql) -> Sql:
     """The field without one level of surrounding double quotes (``""`` inside is ``"``).
 
     Java's ``$`` also matches before a final line terminator, so a quoted last field of a
     CRLF line (a carriage return after ``"alice"``) is unquoted too, and loses the return."""
-    from pyspark.sql import functions as F
-
-    inner = F.regexp_replace(F.regexp_extract(field, r'(?s)^"(.*)"$', 1), '""', '"')
+    inner = S.call("regexp_replace", S.call("regexp_extract", field, r'(?s)^"(.*)"$', 1), '""', '"')
     # a field that does not start with a quote cannot match: the plain test spares most
     # fields the regular expression
     quoted = field.startswith('"') & field.rlike(r'(?s)^".*"$')
-    return F.when(quoted, inner).otherwise(field)
+    return S.when(quoted, inner).otherwise(field)
 
 
 def _typed_fields(
@@ -326,7 +322,7 @@ def _typed_fields(
     *,
     csv: bool,
     quoted: bool,
-    fast: Mapping[int, Column] | None = None,
+    fast: Mapping[int, Sql] | None = None,
 ) -> DataFrame:
     """Typed columns from raw field texts ``_f<i>``, in three projections so that each
     expression runs once per field (Spark keeps a projection apart where collapsing it would
@@ -336,88 +332,87 @@ def _typed_fields(
     ``fast``: values of columns already typed (over columns of ``raw``), taken where ``raw``'s
     ``_complete`` holds; the text is parsed only where it does not.
     """
-    from pyspark.sql import functions as F
-
     fast = fast or {}
     count = len(spec.schema)
-    carried = [F.col(c) for c in raw.columns if not c.startswith("_f")]
-    cleaned = raw.select(
-        *carried,
-        *(F.col(f"_f{i}") for i in range(count)),
-        *(
-            _field_text(F.col(f"_f{i}"), column, csv=csv, quoted=quoted).alias(f"_t{i}")
-            for i, column in enumerate(spec.schema)
-        ),
+    carried = [S.col(c) for c in raw.columns if not c.startswith("_f")]
+    raw_fields = [S.col(f"_f{i}") for i in range(count)]
+    cleaned = S.project(
+        raw,
+        [
+            *carried,
+            *raw_fields,
+            *(
+                _field_text(field, column, csv=csv, quoted=quoted).alias(f"_t{i}")
+                for i, (field, column) in enumerate(zip(raw_fields, spec.schema, strict=True))
+            ),
+        ],
     )
-    candidates = cleaned.select(
-        *carried,
-        *(F.col(f"_f{i}") for i in range(count)),
-        *(
-            _candidate(F.col(f"_t{i}"), column).alias(f"_c{i}")
-            for i, column in enumerate(spec.schema)
-        ),
+    candidates = S.project(
+        cleaned,
+        [
+            *carried,
+            *raw_fields,
+            *(
+                _candidate(S.col(f"_t{i}"), column).alias(f"_c{i}")
+                for i, column in enumerate(spec.schema)
+            ),
+        ],
     )
     values = []
     for i, column in enumerate(spec.schema):
-        value = _parse_field(F.col(f"_f{i}"), F.col(f"_c{i}"), column, spec, csv=csv)
+        value = _parse_field(raw_fields[i], S.col(f"_c{i}"), column, spec, csv=csv)
         if i in fast:
-            value = F.when(F.col("_complete"), fast[i]).otherwise(value)
+            value = S.when(S.col("_complete"), fast[i]).otherwise(value)
         values.append(value.alias(column["name"]))
-    return candidates.select(*values)
+    return S.project(candidates, values)
 
 
-def _field_text(field: Column, column: Mapping[str, Any], *, csv: bool, quoted: bool) -> Column:
+def _field_text(field: Sql, column: Mapping[str, Any], *, csv: bool, quoted: bool) -> Sql:
     """A field's text to parse: without quotes, trimmed unless ``VARSIZED`` or a number (whose
     syntax takes the white space around it)."""
-    from pyspark.sql import functions as F
-
     nes_type = canonical_type(column["type"])
     text = _unquoted(field) if quoted else field
     if nes_type == "VARSIZED":
         return text
     if nes_type in FLOAT_TYPES and not csv:
         # Spark's JSON parser hands JSON's non-numeric numbers back quoted
-        trimmed = F.btrim(text, F.lit(_BLANKS))
-        return F.regexp_replace(trimmed, r'(?i)^"(-?(?:infinity|nan))"$', "$1")
+        trimmed = S.call("btrim", text, _BLANKS)
+        return S.call("regexp_replace", trimmed, r'(?i)^"(-?(?:infinity|nan))"$', "$1")
     if nes_type in INTEGER_TYPES or nes_type in FLOAT_TYPES:
         return text  # matched with its white space (_INTEGER_TEXT, _FLOAT_TEXT)
-    return F.btrim(text, F.lit(_BLANKS))
+    return S.call("btrim", text, _BLANKS)
 
 
-def _candidate(text: Column, column: Mapping[str, Any]) -> Column:
+def _candidate(text: Sql, column: Mapping[str, Any]) -> Sql:
     """The value a field's text stands for in its column's type, or NULL where the text is not
     of that type: an integer or a float as its Spark type (:func:`_integer`: NULL out of
     range too), a boolean's text lower-cased; other texts as they are."""
-    from pyspark.sql import functions as F
-
     nes_type = canonical_type(column["type"])
     if nes_type == "BOOLEAN":
-        return F.lower(text)
+        return S.call("lower", text)
     if nes_type in INTEGER_TYPES:
         return _integer(text, nes_type)
     if nes_type in FLOAT_TYPES:
-        target = spark_type(nes_type)
+        target = spark_type_ddl(nes_type)
         # Spark's cast reads every other form of the syntax, but not "-nan" (C's strtod does)
-        negative_nan = F.when(text.rlike(_NEGATIVE_NAN), F.lit(float("nan")).cast(target))
-        value = F.coalesce(text.try_cast(target), negative_nan)
-        return F.when(text.rlike(_FLOAT_TEXT), value)
+        negative_nan = S.when(text.rlike(_NEGATIVE_NAN), S.lit(float("nan")).cast(target))
+        value = S.call("coalesce", text.try_cast(target), negative_nan)
+        return S.when(text.rlike(_FLOAT_TEXT), value)
     return text
 
 
 def _parse_field(
-    field: Column, candidate: Column, column: Mapping[str, Any], spec: SourceSpec, *, csv: bool
-) -> Column:
+    field: Sql, candidate: Sql, column: Mapping[str, Any], spec: SourceSpec, *, csv: bool
+) -> Sql:
     """One field (raw, and its :func:`_candidate`) as a typed value (module docstring)."""
-    from pyspark.sql import functions as F
-
     nes_type = canonical_type(column["type"])
     missing = (field == "") if csv else field.isNull()
     if nes_type == "VARSIZED":
         if csv and not column["nullable"]:
-            missing = F.lit(False)  # an empty field is the empty string where NULL cannot be
-        return _accept(candidate, F.lit(True), missing, field, column, spec)
+            missing = S.lit(False)  # an empty field is the empty string where NULL cannot be
+        return _accept(candidate, S.lit(True), missing, field, column, spec)
     if nes_type == "CHAR":
-        return _accept(candidate, F.length(candidate) == 1, missing, field, column, spec)
+        return _accept(candidate, S.call("length", candidate) == 1, missing, field, column, spec)
     if nes_type == "BOOLEAN":
         valid = candidate.isin("true", "false", "1", "0")
         return _accept(candidate.isin("true", "1"), valid, missing, field, column, spec)
@@ -427,16 +422,14 @@ def _parse_field(
 def conform(frame: DataFrame, spec: SourceSpec) -> DataFrame:
     """Range and NOT NULL checks on typed columns (Parquet input): NULL stays NULL (a query
     failure in a NOT NULL column), an integer outside its NES type fails the query."""
-    from pyspark.sql import functions as F
-
     checked = []
     for column in spec.schema:
-        value = F.col(column["name"])
-        valid = F.lit(True)
+        value = S.col(column["name"])
+        valid: Sql = S.lit(True)
         nes_type = canonical_type(column["type"])
         if nes_type in INTEGER_TYPES and nes_type not in _SAME_RANGE_CARRIERS:
             valid = _in_range(value, nes_type)
         checked.append(
             _accept(value, valid, value.isNull(), value, column, spec).alias(column["name"])
         )
-    return frame.select(*checked)
+    return S.project(frame, checked)

@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamctl.nes_types import INTEGER_TYPES, UNSIGNED_TYPES, integer_range
+from streamctl.spark import sql_text as S
 from streamctl.spark.tuples import _candidate, _field_text
 
 TYPES = sorted(INTEGER_TYPES)
@@ -86,11 +87,10 @@ texts = surrounded(
     )
 )
 def test_integer_texts_parse_as_nes_states(spark: Any, cases: list[tuple[str, str]]) -> None:
-    from pyspark.sql import functions as F
 
     frame = spark.createDataFrame([(text,) for _, text in cases], "text string")
     parsed = frame.select(
-        *(_parse(F.col("text"), nes_type).alias(f"v{i}") for i, nes_type in enumerate(TYPES))
+        *(_parse(S.col("text"), nes_type).column(f"v{i}") for i, nes_type in enumerate(TYPES))
     ).collect()
     for row, (_, text) in zip(parsed, cases, strict=True):
         for i, nes_type in enumerate(TYPES):
@@ -101,7 +101,7 @@ def test_integer_texts_parse_as_nes_states(spark: Any, cases: list[tuple[str, st
             )
 
 
-def _parse(field: Any, nes_type: str) -> Any:
+def _parse(field: S.Sql, nes_type: str) -> S.Sql:
     """The source's candidate value of an untrimmed CSV field (NULL: malformed)."""
     column = {"name": "a", "type": nes_type, "nullable": True}
     return _candidate(_field_text(field, column, csv=True, quoted=True), column)
@@ -168,10 +168,9 @@ float_cores = st.one_of(
     nes_type=st.sampled_from(["FLOAT32", "FLOAT64"]),
 )
 def test_float_texts_parse_as_nes_states(spark: Any, texts: list[str], nes_type: str) -> None:
-    from pyspark.sql import functions as F
 
     frame = spark.createDataFrame([(text,) for text in texts], "text string")
-    parsed = frame.select(_parse(F.col("text"), nes_type).alias("v")).collect()
+    parsed = frame.select(_parse(S.col("text"), nes_type).column("v")).collect()
     for row, text in zip(parsed, texts, strict=True):
         expected = nes_float(text)
         if expected is not None and nes_type == "FLOAT32":

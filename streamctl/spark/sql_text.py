@@ -1,0 +1,251 @@
+"""Column expressions built as Spark SQL text, so that a column costs one call into the JVM.
+
+Why: a pyspark ``Column`` is a JVM object, and every node of an expression built with
+``pyspark.sql.functions`` (``F.when``, ``F.lit``, ``&``, ``cast`` ...) is a py4j round trip
+(~0.17 ms here). The source and sink connectors build thousands of such nodes per query start
+(NES's parsing and formatting rules, column by column): 5,500 round trips, most of a planned
+query's start. An :class:`Sql` is the same expression as text, built in Python; it reaches the
+JVM once, as a whole projection (:func:`project`: ``selectExpr``) or one column
+(:meth:`Sql.column`), where Spark's own parser turns it into the expression tree that the
+``functions`` calls would have built.
+
+Rules that keep the text the same expression as the ``functions`` call it replaces:
+
+* every operator and every call is parenthesised as a unit, so Python's precedence is the
+  only precedence (``a & b | c`` means what it means on pyspark Columns);
+* identifiers are always quoted (:func:`~streamctl.spark.types.quote_identifier`), so reserved
+  words (``end``) and any other character are names;
+* literals have the type ``F.lit`` gives the same Python value (:func:`lit`): ``int`` an
+  ``INT`` or ``BIGINT`` by its size, ``float`` a ``DOUBLE`` (``D``; NaN and the infinities
+  by a cast of their name), ``Decimal`` a ``DECIMAL`` of its own digits (``BD``), ``str`` a
+  string literal with ``\\`` and ``'`` escaped (Spark's default, unescaping string literals:
+  ``spark.sql.parser.escapedStringLiterals`` off, as on every session an agent makes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import TYPE_CHECKING, Union
+
+from streamctl.spark.types import quote_identifier
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+__all__ = ["Case", "Sql", "call", "col", "lit", "project", "string_literal", "when"]
+
+Operand = Union["Sql", str, int, float, bool, Decimal, None]
+"""What an operator takes: an expression, or a Python value taken as a literal (:func:`lit`)."""
+
+_INT_RANGE = (-(2**31), 2**31 - 1)
+_LONG_RANGE = (-(2**63), 2**63 - 1)
+
+
+class Sql:
+    """One Spark SQL expression as text (module docstring), with pyspark ``Column``'s
+    operators and the methods the connectors use."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"Sql({self.text!r})"
+
+    # Python's truth of an expression is a mistake (as on pyspark Columns): `a and b`
+    def __bool__(self) -> bool:
+        raise TypeError("an Sql expression has no truth value: use & | ~ for AND, OR, NOT")
+
+    def _binary(self, operator: str, other: Operand) -> Sql:
+        return Sql(f"({self.text} {operator} {_sql(other).text})")
+
+    def _reflected(self, operator: str, other: Operand) -> Sql:
+        return Sql(f"({_sql(other).text} {operator} {self.text})")
+
+    def __and__(self, other: Operand) -> Sql:
+        return self._binary("AND", other)
+
+    def __or__(self, other: Operand) -> Sql:
+        return self._binary("OR", other)
+
+    def __invert__(self) -> Sql:
+        return Sql(f"(NOT {self.text})")
+
+    def __eq__(self, other: Operand) -> Sql:  # type: ignore[override]
+        return self._binary("=", other)
+
+    def __ne__(self, other: Operand) -> Sql:  # type: ignore[override]
+        return self._binary("!=", other)
+
+    def __lt__(self, other: Operand) -> Sql:
+        return self._binary("<", other)
+
+    def __le__(self, other: Operand) -> Sql:
+        return self._binary("<=", other)
+
+    def __gt__(self, other: Operand) -> Sql:
+        return self._binary(">", other)
+
+    def __ge__(self, other: Operand) -> Sql:
+        return self._binary(">=", other)
+
+    def __add__(self, other: Operand) -> Sql:
+        return self._binary("+", other)
+
+    def __radd__(self, other: Operand) -> Sql:
+        return self._reflected("+", other)
+
+    def __sub__(self, other: Operand) -> Sql:
+        return self._binary("-", other)
+
+    def __rsub__(self, other: Operand) -> Sql:
+        return self._reflected("-", other)
+
+    def __mul__(self, other: Operand) -> Sql:
+        return self._binary("*", other)
+
+    def __rmul__(self, other: Operand) -> Sql:
+        return self._reflected("*", other)
+
+    def __truediv__(self, other: Operand) -> Sql:
+        return self._binary("/", other)
+
+    def __mod__(self, other: Operand) -> Sql:
+        return self._binary("%", other)
+
+    def __neg__(self) -> Sql:
+        return Sql(f"(- {self.text})")
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def cast(self, type_ddl: str) -> Sql:
+        """``CAST``: ``type_ddl`` in Spark's DDL spelling (``BIGINT``, ``DECIMAL(20,0)``)."""
+        return Sql(f"CAST({self.text} AS {type_ddl})")
+
+    def try_cast(self, type_ddl: str) -> Sql:
+        return Sql(f"TRY_CAST({self.text} AS {type_ddl})")
+
+    def isNull(self) -> Sql:  # pyspark's spelling: code reads as with Columns
+        return Sql(f"({self.text} IS NULL)")
+
+    def isNotNull(self) -> Sql:
+        return Sql(f"({self.text} IS NOT NULL)")
+
+    def isin(self, *values: Operand) -> Sql:
+        return Sql(f"({self.text} IN ({', '.join(_sql(v).text for v in values)}))")
+
+    def between(self, low: Operand, high: Operand) -> Sql:
+        """``low <= self <= high``, as ``Column.between`` builds it."""
+        return (self >= low) & (self <= high)
+
+    def rlike(self, pattern: str) -> Sql:
+        """Java regular expression ``pattern`` found in the text (``find``, as ``RLIKE``)."""
+        return Sql(f"({self.text} RLIKE {string_literal(pattern)})")
+
+    def startswith(self, prefix: str) -> Sql:
+        return call("startswith", self, prefix)
+
+    def contains(self, part: str) -> Sql:
+        return call("contains", self, part)
+
+    def getField(self, name: str) -> Sql:
+        """A struct's field ``name``, as ``Column.getField`` (an extraction by a string key,
+        never read as a table qualifier)."""
+        return Sql(f"{self.text}[{string_literal(name)}]")
+
+    def __getitem__(self, index: int) -> Sql:
+        """An array's element at ``index`` (from 0), as ``Column[index]``."""
+        return Sql(f"{self.text}[{int(index)}]")
+
+    def alias(self, name: str) -> str:
+        """The expression named ``name``: an item of a projection (:func:`project`), no
+        longer an operand."""
+        return f"{self.text} AS {quote_identifier(name)}"
+
+    def column(self, name: str | None = None) -> Column:
+        """The pyspark ``Column`` (one call into the JVM), named ``name`` when given."""
+        from pyspark.sql import functions as F
+
+        return F.expr(self.alias(name) if name is not None else self.text)
+
+
+class Case(Sql):
+    """``CASE WHEN ... THEN ... END`` (:func:`when`): an expression, NULL where no branch
+    holds, until :meth:`otherwise` gives its ``ELSE``."""
+
+    __slots__ = ("branches",)
+
+    def __init__(self, branches: tuple[tuple[Sql, Sql], ...]) -> None:
+        self.branches = branches
+        arms = " ".join(f"WHEN {c.text} THEN {v.text}" for c, v in branches)
+        super().__init__(f"CASE {arms} END")
+
+    def when(self, condition: Operand, value: Operand) -> Case:
+        return Case((*self.branches, (_sql(condition), _sql(value))))
+
+    def otherwise(self, value: Operand) -> Sql:
+        arms = " ".join(f"WHEN {c.text} THEN {v.text}" for c, v in self.branches)
+        return Sql(f"CASE {arms} ELSE {_sql(value).text} END")
+
+
+def when(condition: Operand, value: Operand) -> Case:
+    return Case(((_sql(condition), _sql(value)),))
+
+
+def col(name: str) -> Sql:
+    """The column ``name`` (quoted: a name, never a path)."""
+    return Sql(quote_identifier(name))
+
+
+def call(function: str, *arguments: Operand) -> Sql:
+    """``function(arguments...)``: a Spark SQL function by its SQL name."""
+    return Sql(f"{function}({', '.join(_sql(a).text for a in arguments)})")
+
+
+def string_literal(text: str) -> str:
+    """``text`` as a Spark SQL string literal (backslash and quote escaped)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def lit(value: str | int | float | bool | Decimal | None) -> Sql:
+    """A literal of the type ``F.lit(value)`` has (module docstring)."""
+    if value is None:
+        return Sql("NULL")
+    if isinstance(value, bool):
+        return Sql("TRUE" if value else "FALSE")
+    if isinstance(value, int):
+        if _INT_RANGE[0] <= value <= _INT_RANGE[1]:
+            return Sql(f"({value})" if value < 0 else str(value))
+        if _LONG_RANGE[0] <= value <= _LONG_RANGE[1]:
+            return Sql(f"({value}L)" if value < 0 else f"{value}L")
+        raise ValueError(f"integer literal {value} is wider than a BIGINT")
+    if isinstance(value, float):
+        if math.isnan(value):
+            return Sql("CAST('NaN' AS DOUBLE)")
+        if math.isinf(value):
+            return Sql(f"CAST('{'-' if value < 0 else ''}Infinity' AS DOUBLE)")
+        if value == 0.0 and math.copysign(1.0, value) < 0:
+            return Sql("CAST('-0.0' AS DOUBLE)")
+        text = repr(value)
+        return Sql(f"({text}D)" if value < 0 else f"{text}D")
+    if isinstance(value, Decimal):
+        if not value.is_finite() or value != value.to_integral_value():
+            raise ValueError(f"decimal literal {value} is not an integer")
+        digits = str(int(value))
+        return Sql(f"({digits}BD)" if value < 0 else f"{digits}BD")
+    if isinstance(value, str):
+        return Sql(string_literal(value))
+    raise TypeError(f"no Spark SQL literal for {type(value).__name__} {value!r}")
+
+
+def _sql(value: Operand) -> Sql:
+    return value if isinstance(value, Sql) else lit(value)
+
+
+def project(frame: DataFrame, items: Iterable[str | Sql]) -> DataFrame:
+    """``frame`` projected to ``items`` (named expressions: :meth:`Sql.alias`, ``"*"``, or
+    a bare column) in one ``selectExpr``: a call per item into the JVM, not per node."""
+    return frame.selectExpr(*(item.text if isinstance(item, Sql) else item for item in items))
