@@ -38,10 +38,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
-if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+from streamctl.spark import sql_text as S
+from streamctl.spark.sql_text import Sql
 
-    Helper = Callable[[int, str], Column]
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    Helper = Callable[[int, str], Sql]
     """``h(index, step)``: the helper column of a step for the float column at ``index``."""
 
 __all__ = ["with_float_texts"]
@@ -51,52 +54,51 @@ _EXACT_DECIMAL: Final = ("scala.math.BigDecimal", "exact")
 """A static JVM method (Scala's companion forwarder) from a double to the exact decimal value of
 its binary form; its ``toString`` of an integer-valued double is the plain digits."""
 _MICRO: Final = 1e6  # exact in a double, 14 significant bits: its Veltkamp split is (1e6, 0)
+_INFINITY: Final = float("inf")
 
 
 def with_float_texts(df: DataFrame, columns: list[str], prefix: str) -> tuple[DataFrame, list[str]]:
     """``df`` with one more string column per name in ``columns`` (FLOAT32 or FLOAT64 values):
     its NES text, NULL where the value is NULL. Returns the frame and the text columns' names
-    (``prefix`` + an index; the helper columns of the stages are dropped again)."""
-    from pyspark.sql import functions as F
+    (``prefix`` + an index; the helper columns of the stages are dropped again).
 
+    The steps are Spark SQL text (:mod:`streamctl.spark.sql_text`): a stage reaches the JVM
+    in one call per column it adds, not per node (~1,300 calls for two float columns)."""
     if not columns:
         return df, []
     kept = list(df.columns)
     names = [f"{prefix}{index}" for index in range(len(columns))]
 
-    def col(name: str) -> Column:
-        return F.col("`" + name.replace("`", "``") + "`")
-
-    def stage(frame: DataFrame, make: dict[str, Callable[[int], Column]]) -> DataFrame:
-        """Add the columns ``{suffix: f(index) -> Column}`` for every float column."""
+    def stage(frame: DataFrame, make: dict[str, Callable[[int], Sql]]) -> DataFrame:
+        """Add the columns ``{suffix: f(index) -> Sql}`` for every float column."""
         added = [
             make_column(index).alias(f"{name}#{suffix}")
             for index, name in enumerate(names)
             for suffix, make_column in make.items()
         ]
-        return frame.select("*", *added)
+        return S.project(frame, ["*", *added])
 
-    def h(index: int, suffix: str) -> Column:
-        return col(f"{names[index]}#{suffix}")
+    def h(index: int, suffix: str) -> Sql:
+        return S.col(f"{names[index]}#{suffix}")
 
     doubles = zip(columns, names, strict=True)
-    frame = df.select("*", *(col(c).cast("double").alias(f"{n}#v") for c, n in doubles))
+    frame = S.project(df, ["*", *(S.col(c).cast("DOUBLE").alias(f"{n}#v") for c, n in doubles)])
     # NULL, NaN and the infinities get their text at the end; the steps work on 0.0 instead
     # (every step runs on every row, and ANSI casts of NaN to a long fail the query).
     frame = stage(
         frame,
         {
-            "a": lambda i: F.when(
-                F.isnan(h(i, "v")) | (F.abs(h(i, "v")) == F.lit(float("inf"))), F.lit(0.0)
-            ).otherwise(F.coalesce(F.abs(h(i, "v")), F.lit(0.0)))
+            "a": lambda i: S.when(
+                S.call("isnan", h(i, "v")) | (S.call("abs", h(i, "v")) == _INFINITY), 0.0
+            ).otherwise(S.call("coalesce", S.call("abs", h(i, "v")), 0.0))
         },
     )
-    frame = stage(frame, {"fp": lambda i: h(i, "a") % F.lit(1.0)})
+    frame = stage(frame, {"fp": lambda i: h(i, "a") % 1.0})
     frame = stage(
         frame,
         {
-            "p": lambda i: h(i, "fp") * F.lit(_MICRO),
-            "c": lambda i: h(i, "fp") * F.lit(_SPLITTER),
+            "p": lambda i: h(i, "fp") * _MICRO,
+            "c": lambda i: h(i, "fp") * _SPLITTER,
         },
     )
     frame = stage(frame, {"xh": lambda i: h(i, "c") - (h(i, "c") - h(i, "fp"))})
@@ -104,22 +106,20 @@ def with_float_texts(df: DataFrame, columns: list[str], prefix: str) -> tuple[Da
         frame,
         {
             # Dekker: p + e == fp * 1e6 exactly (y = 1e6 splits into yh = 1e6, yl = 0)
-            "e": lambda i: (
-                (h(i, "xh") * F.lit(_MICRO) - h(i, "p")) + (h(i, "fp") - h(i, "xh")) * F.lit(_MICRO)
-            ),
-            "down": lambda i: F.floor(h(i, "p")),
+            "e": lambda i: (h(i, "xh") * _MICRO - h(i, "p")) + (h(i, "fp") - h(i, "xh")) * _MICRO,
+            "down": lambda i: S.call("floor", h(i, "p")),
         },
     )
     frame = stage(frame, {"micro": _round_half_even(h)})
     frame = stage(
         frame,
         {
-            "int": lambda i: F.when(h(i, "a") < F.lit(2.0**63), _small_integer(h, i)).otherwise(
+            "int": lambda i: S.when(h(i, "a") < 2.0**63, _small_integer(h, i)).otherwise(
                 _huge_integer(h, i)
             ),
             # the six decimals without their trailing zeros ("" for none)
-            "frac": lambda i: F.expr(
-                f"trim(TRAILING '0' FROM lpad(cast(`{names[i]}#micro` % 1000000 AS STRING), "
+            "frac": lambda i: Sql(
+                f"trim(TRAILING '0' FROM lpad(CAST({h(i, 'micro').text} % 1000000 AS STRING), "
                 "6, '0'))"
             ),
         },
@@ -128,56 +128,52 @@ def with_float_texts(df: DataFrame, columns: list[str], prefix: str) -> tuple[Da
     for index, name in enumerate(names):
         v = h(index, "v")
         # -0.0 is "-0.0": only its text tells it from 0.0 (Spark's atan2 and division hide it)
-        negative = (v < F.lit(0.0)) | ((v == F.lit(0.0)) & v.cast("string").startswith("-"))
+        negative = (v < 0.0) | ((v == 0.0) & v.cast("STRING").startswith("-"))
         frac = h(index, "frac")
-        text = F.concat(
-            F.when(negative, F.lit("-")).otherwise(F.lit("")),
+        text = S.call(
+            "concat",
+            S.when(negative, "-").otherwise(""),
             h(index, "int"),
-            F.lit("."),
-            F.when(frac == F.lit(""), F.lit("0")).otherwise(frac),
+            ".",
+            S.when(frac == "", "0").otherwise(frac),
         )
         texts.append(
-            F.when(v.isNull(), F.lit(None).cast("string"))
-            .when(F.isnan(v), F.lit("nan"))
-            .when(v == F.lit(float("inf")), F.lit("inf"))
-            .when(v == F.lit(float("-inf")), F.lit("-inf"))
+            S.when(v.isNull(), S.lit(None).cast("STRING"))
+            .when(S.call("isnan", v), "nan")
+            .when(v == _INFINITY, "inf")
+            .when(v == -_INFINITY, "-inf")
             .otherwise(text)
             .alias(name)
         )
-    return frame.select(*(col(c) for c in kept), *texts), names
+    return S.project(frame, [*(S.col(c) for c in kept), *texts]), names
 
 
-def _small_integer(h: Helper, i: int) -> Column:
+def _small_integer(h: Helper, i: int) -> Sql:
     """The integer part's digits below ``2**63``, carrying a fraction rounded up to 1."""
-    from pyspark.sql import functions as F
-
-    ip = (h(i, "a") - h(i, "fp")).cast("long")
-    return (ip + (h(i, "micro") == F.lit(1_000_000)).cast("long")).cast("string")
+    ip = (h(i, "a") - h(i, "fp")).cast("BIGINT")
+    return (ip + (h(i, "micro") == 1_000_000).cast("BIGINT")).cast("STRING")
 
 
-def _huge_integer(h: Helper, i: int) -> Column:
+def _huge_integer(h: Helper, i: int) -> Sql:
     """The digits of an integer-valued double at or above ``2**63``: its exact binary value.
 
     ``reflect`` evaluates row by row inside the JVM (no code generation), and only where the
     ``CASE`` around it takes this branch."""
-    from pyspark.sql import functions as F
-
-    return F.call_function("reflect", F.lit(_EXACT_DECIMAL[0]), F.lit(_EXACT_DECIMAL[1]), h(i, "a"))
+    return S.call("reflect", _EXACT_DECIMAL[0], _EXACT_DECIMAL[1], h(i, "a"))
 
 
-def _round_half_even(h: Helper) -> Callable[[int], Column]:
+def _round_half_even(h: Helper) -> Callable[[int], Sql]:
     """``micro``: the exact ``p + e`` rounded to the nearest integer, ties to even, as a long.
 
     ``p`` is the double nearest to ``p + e``: a rounding boundary ``n + 0.5`` can lie strictly
     between them only where ``p`` is that boundary itself, and there ``e`` decides.
     """
-    from pyspark.sql import functions as F
 
-    def make(i: int) -> Column:
+    def make(i: int) -> Sql:
         p, e, down = h(i, "p"), h(i, "e"), h(i, "down")
-        nearest = F.rint(p).cast("long")
-        half = (p - down.cast("double")) == F.lit(0.5)
-        beyond = F.when(e > F.lit(0.0), down + F.lit(1)).when(e < F.lit(0.0), down)
-        return F.when(half, beyond.otherwise(nearest)).otherwise(nearest)
+        nearest = S.call("rint", p).cast("BIGINT")
+        half = (p - down.cast("DOUBLE")) == 0.5
+        beyond = S.when(e > 0.0, down + 1).when(e < 0.0, down)
+        return S.when(half, beyond.otherwise(nearest)).otherwise(nearest)
 
     return make

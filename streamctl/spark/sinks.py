@@ -66,12 +66,14 @@ from streamctl.sink_files import (
     file_sink_directory,
     read_file_sink_rows,
 )
+from streamctl.spark import sql_text as S
 from streamctl.spark.float_text import with_float_texts
 from streamctl.spark.specs import ConnectorError, SinkSpec
-from streamctl.spark.types import quote_identifier, spark_schema, spark_type
+from streamctl.spark.sql_text import Sql
+from streamctl.spark.types import spark_schema, spark_type_ddl
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = [
@@ -196,22 +198,24 @@ def _start(
 
 def _conform(df: DataFrame, spec: SinkSpec) -> DataFrame:
     """The result's columns, by position, named and typed as the sink schema."""
-    from pyspark.sql import functions as F
-
     if len(df.columns) != len(spec.schema):
         raise ConnectorError(
             f"sink {spec.name!r} has {len(spec.schema)} columns, the query writes "
             f"{len(df.columns)}: {df.columns}"
         )
-    return df.select(
-        *(
-            F.col(quote_identifier(source)).cast(spark_type(column["type"])).alias(column["name"])
+    return S.project(
+        df,
+        [
+            S.col(source).cast(spark_type_ddl(column["type"])).alias(column["name"])
             for source, column in zip(df.columns, spec.schema, strict=True)
-        )
+        ],
     )
 
 
 # --- NebulaStream's CSV text in Spark --------------------------------------------------------
+#
+# Built as Spark SQL text (streamctl.spark.sql_text): a projection costs a call into the JVM
+# per column, not per node.
 
 
 _FLOAT_TEXT: Final = "nes#float_text#"
@@ -222,48 +226,42 @@ _TEXT: Final = "nes#text#"
 
 def nes_csv_line(
     spec: SinkSpec, texts: Mapping[str, str], *, delimiter: str = ",", quote_strings: bool = False
-) -> Column:
-    """A string column: each row as NES's CSV formatter writes it (no newline), from the
+) -> Sql:
+    """A string expression: each row as NES's CSV formatter writes it (no newline), from the
     columns ``texts[name]``, one for every column of the sink, that hold each column's text
     (:func:`nes_text_lines` adds them); a string's text is unquoted, and quoted here when
     ``quote_strings``."""
-    from pyspark.sql import functions as F
-
-    fields = []
+    fields: list[Sql] = []
     for column in spec.schema:
-        text = F.col(quote_identifier(texts[column["name"]]))
+        text = S.col(texts[column["name"]])
         if column["type"] in STRING_TYPES and quote_strings:
             # RFC 4180: a quote inside is doubled, so the field reads back (also by our parser)
-            text = F.concat(F.lit('"'), F.regexp_replace(text, '"', '""'), F.lit('"'))
-        fields.append(F.coalesce(text, F.lit("NULL")))
-    return F.concat_ws(delimiter, *fields)
+            text = S.call("concat", '"', S.call("regexp_replace", text, '"', '""'), '"')
+        fields.append(S.call("coalesce", text, "NULL"))
+    return S.call("concat_ws", delimiter, *fields)
 
 
-def _value_text(value: Column, nes_type: str) -> Column:
+def _value_text(value: Sql, nes_type: str) -> Sql:
     """The CSV text of a value that is not a float, NULL where it is NULL: integers, booleans
     and strings are formatted by Spark. Floats are not: NES rounds like C's ``printf`` and
     Java's formatters round differently (:mod:`streamctl.spark.float_text`)."""
-    from pyspark.sql import functions as F
-
     if nes_type == "BOOLEAN":
-        return F.when(value, F.lit("true")).when(~value, F.lit("false"))
-    return value.cast("string")
+        return S.when(value, "true").when(~value, "false")
+    return value.cast("STRING")
 
 
-def _json_string(text: Column) -> Column:
+def _json_string(text: Sql) -> Sql:
     """``text`` as a JSON string literal (quoted and escaped by Spark's JSON writer)."""
-    from pyspark.sql import functions as F
-
-    return F.regexp_extract(F.to_json(F.array(text)), r"(?s)^\[(.*)\]$", 1)
+    return S.call("regexp_extract", S.call("to_json", S.call("array", text)), r"(?s)^\[(.*)\]$", 1)
 
 
 _NON_FINITE_TEXTS: Final = ("nan", "inf", "-inf")
 """The float texts that are no JSON number (:mod:`streamctl.spark.float_text`)."""
 
 
-def nes_json_line(spec: SinkSpec, texts: Mapping[str, str]) -> Column:
-    """A string column: each row as one JSON object, keys the sink's column names in order,
-    from the columns ``texts[name]``, one for every column of the sink, that hold each
+def nes_json_line(spec: SinkSpec, texts: Mapping[str, str]) -> Sql:
+    """A string expression: each row as one JSON object, keys the sink's column names in
+    order, from the columns ``texts[name]``, one for every column of the sink, that hold each
     column's CSV text (:func:`nes_text_lines` adds them).
 
     nes-docs/null_handling.md, "Output Formatting": "NULL values are rendered as the string
@@ -274,27 +272,26 @@ def nes_json_line(spec: SinkSpec, texts: Mapping[str, str]) -> Column:
     boolean or string (a float NaN or infinity, which JSON numbers cannot be, as a string).
     Floats are formatted as in CSV (six decimals at most, :func:`streamctl.nes_text.format_float`).
     """
-    from pyspark.sql import functions as F
-
-    members = []
+    members: list[Sql] = []
     for column in spec.schema:
-        text = F.col(quote_identifier(texts[column["name"]]))
+        text = S.col(texts[column["name"]])
         nes_type = column["type"]
+        literal: Sql
         if column["nullable"] or nes_type in STRING_TYPES:
-            literal = _json_string(F.coalesce(text, F.lit("NULL")))
+            literal = _json_string(S.call("coalesce", text, "NULL"))
         elif nes_type in FLOAT_TYPES:
             # the non-finite texts need no escaping inside quotes
-            quoted = F.concat(F.lit('"'), text, F.lit('"'))
+            quoted = S.call("concat", '"', text, '"')
             # NULL (a NOT NULL column holds none through the planner: sink_checks) as JSON's
             # null, as before
-            number = F.coalesce(text, F.lit("null"))
-            literal = F.when(text.isin(*_NON_FINITE_TEXTS), quoted).otherwise(number)
+            number = S.call("coalesce", text, "null")
+            literal = S.when(text.isin(*_NON_FINITE_TEXTS), quoted).otherwise(number)
         else:
             literal = text
-        members.append(F.lit(json.dumps(column["name"]) + ":"))
+        members.append(S.lit(json.dumps(column["name"]) + ":"))
         members.append(literal)
-        members.append(F.lit(","))
-    return F.concat(F.lit("{"), *members[:-1], F.lit("}"))
+        members.append(S.lit(","))
+    return S.call("concat", "{", *members[:-1], "}")
 
 
 def nes_text_lines(df: DataFrame, spec: SinkSpec) -> DataFrame:
@@ -307,19 +304,18 @@ def nes_text_lines(df: DataFrame, spec: SinkSpec) -> DataFrame:
     their steps' values, and no decimals. Handed across as itself, a ``UINT64`` (a
     ``DECIMAL(20,0)``) went through a ``BigInteger`` per row both ways: a fifth of a
     filter/project query's time (Java Flight Recorder)."""
-    from pyspark.sql import functions as F
-
     floats = [column["name"] for column in spec.schema if column["type"] in FLOAT_TYPES]
     others = [column for column in spec.schema if column["type"] not in FLOAT_TYPES]
     texts = {column["name"]: f"{_TEXT}{index}" for index, column in enumerate(others)}
-    df = df.select(
-        *(F.col(quote_identifier(name)) for name in floats),
-        *(
-            _value_text(F.col(quote_identifier(column["name"])), column["type"]).alias(
-                texts[column["name"]]
-            )
-            for column in others
-        ),
+    df = S.project(
+        df,
+        [
+            *(S.col(name) for name in floats),
+            *(
+                _value_text(S.col(column["name"]), column["type"]).alias(texts[column["name"]])
+                for column in others
+            ),
+        ],
     )
     df, float_texts = with_float_texts(df, floats, _FLOAT_TEXT)
     texts.update(zip(floats, float_texts, strict=True))
@@ -332,7 +328,7 @@ def nes_text_lines(df: DataFrame, spec: SinkSpec) -> DataFrame:
             delimiter=spec.config.get("field_delimiter", ","),
             quote_strings=bool(spec.config.get("quote_strings", False)),
         )
-    return df.select(line.alias("value"))
+    return S.project(df, [line.alias("value")])
 
 
 # --- FILE ------------------------------------------------------------------------------------
