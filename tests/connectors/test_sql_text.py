@@ -1,0 +1,156 @@
+"""Expressions built as Spark SQL text (:mod:`streamctl.spark.sql_text`) are the expressions
+pyspark's ``functions`` build, checked against those, evaluated by Spark itself:
+
+* a literal of any Python value the connectors use (integers across ``BIGINT``, doubles with
+  NaN, infinities, signed zeros and subnormals, integer decimals up to 20 digits, any text:
+  quotes, backslashes, control characters, escapes Spark's parser would read, any plane of
+  Unicode) has the value and the type ``F.lit`` gives it;
+* a random tree of operators (``& | ~``, comparisons, ``+ - * %``, ``CASE``, ``IS NULL``,
+  ``IN``, ``between``) over nullable columns evaluates as the same tree of pyspark Columns on
+  random rows: so the parenthesising keeps Python's precedence and Spark's NULL rules.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streamctl.spark import sql_text as S
+
+LiteralValue = str | int | float | bool | Decimal | None
+
+literals: st.SearchStrategy[LiteralValue] = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.sampled_from([-(2**31), 2**31 - 1, -(2**31) - 1, 2**31, -(2**63), 2**63 - 1]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 5e-324, -5e-324, 1e23, 2.0**63, math.nan, math.inf, -math.inf]),
+    st.integers(0, 2**64 - 1).map(Decimal),
+    st.integers(-(10**19), 0).map(Decimal),
+    st.text(),
+    st.sampled_from(["", "'", "\\", "\\'", "\\n", "\\u0041", "\\%", "\\_", "''", "a'b\\c", "\x00"]),
+)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return repr(a) == repr(b)  # NaN equals NaN, -0.0 differs from 0.0
+    return bool(a == b and type(a) is type(b))
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(literals, min_size=1, max_size=60))
+def test_a_literal_has_the_value_and_type_f_lit_gives_it(spark: Any, values: list[Any]) -> None:
+    from pyspark.sql import functions as F
+
+    row = spark.range(1).select(
+        *(F.lit(v).alias(f"f{i}") for i, v in enumerate(values)),
+        *(S.lit(v).column(f"s{i}") for i, v in enumerate(values)),
+    )
+    types = dict(row.dtypes)
+    got = row.collect()[0]
+    for i, value in enumerate(values):
+        assert types[f"s{i}"] == types[f"f{i}"], (value, types[f"s{i}"], types[f"f{i}"])
+        assert _same(got[f"s{i}"], got[f"f{i}"]), (value, got[f"s{i}"], got[f"f{i}"])
+
+
+COLUMNS = ("a", "b", "c")
+
+
+@st.composite
+def integer_trees(draw: Any, depth: int = 3) -> tuple[Any, Any]:
+    """An integer expression as (Sql, a function building the pyspark Column)."""
+    from pyspark.sql import functions as F
+
+    if depth == 0 or draw(st.integers(0, 3)) == 0:
+        if draw(st.booleans()):
+            name = draw(st.sampled_from(COLUMNS))
+            return S.col(name), lambda: F.col(name)
+        number = draw(st.integers(-5, 5))
+        return S.lit(number), lambda: F.lit(number)
+    kind = draw(st.sampled_from(["+", "-", "*", "%", "neg", "case"]))
+    left, make_left = draw(integer_trees(depth - 1))
+    if kind == "neg":
+        return -left, lambda: -make_left()
+    if kind == "%":  # by a literal that is not 0 (ANSI: x % 0 fails the query)
+        divisor = draw(st.sampled_from([-3, -2, -1, 1, 2, 3]))
+        return left % divisor, lambda: make_left() % F.lit(divisor)
+    right, make_right = draw(integer_trees(depth - 1))
+    if kind == "case":
+        test, make_test = draw(boolean_trees(depth - 1))
+        return (
+            S.when(test, left).otherwise(right),
+            lambda: F.when(make_test(), make_left()).otherwise(make_right()),
+        )
+    operators: dict[str, Any] = {
+        "+": lambda x, y: x + y,
+        "-": lambda x, y: x - y,
+        "*": lambda x, y: x * y,
+    }
+    op = operators[kind]
+    return op(left, right), lambda: op(make_left(), make_right())
+
+
+@st.composite
+def boolean_trees(draw: Any, depth: int = 3) -> tuple[Any, Any]:
+    """A boolean expression as (Sql, a function building the pyspark Column)."""
+    from pyspark.sql import functions as F
+
+    kind = draw(st.sampled_from(["cmp", "null", "in", "between", "&", "|", "~", "not_null"]))
+    if depth == 0 or kind in ("cmp", "null", "not_null", "in", "between"):
+        left, make_left = draw(integer_trees(max(depth - 1, 0)))
+        if kind == "null":
+            return left.isNull(), lambda: make_left().isNull()
+        if kind == "not_null":
+            return left.isNotNull(), lambda: make_left().isNotNull()
+        if kind == "in":
+            options = draw(st.lists(st.integers(-3, 3), min_size=1, max_size=3))
+            return left.isin(*options), lambda: make_left().isin(*options)
+        if kind == "between":
+            low, high = draw(st.integers(-3, 3)), draw(st.integers(-3, 3))
+            return left.between(low, high), lambda: make_left().between(F.lit(low), F.lit(high))
+        right, make_right = draw(integer_trees(max(depth - 1, 0)))
+        name = draw(st.sampled_from(["==", "!=", "<", "<=", ">", ">="]))
+        comparisons: dict[str, Any] = {
+            "==": lambda x, y: x == y,
+            "!=": lambda x, y: x != y,
+            "<": lambda x, y: x < y,
+            "<=": lambda x, y: x <= y,
+            ">": lambda x, y: x > y,
+            ">=": lambda x, y: x >= y,
+        }
+        compare = comparisons[name]
+        return compare(left, right), lambda: compare(make_left(), make_right())
+    left, make_left = draw(boolean_trees(depth - 1))
+    if kind == "~":
+        return ~left, lambda: ~make_left()
+    right, make_right = draw(boolean_trees(depth - 1))
+    if kind == "&":
+        return left & right, lambda: make_left() & make_right()
+    return left | right, lambda: make_left() | make_right()
+
+
+nullable_ints = st.one_of(st.none(), st.integers(-4, 4))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    trees=st.lists(st.one_of(integer_trees(), boolean_trees()), min_size=1, max_size=8),
+    rows=st.lists(st.tuples(nullable_ints, nullable_ints, nullable_ints), min_size=1, max_size=20),
+)
+def test_an_operator_tree_evaluates_as_the_same_tree_of_columns(
+    spark: Any, trees: list[tuple[Any, Any]], rows: list[tuple[int | None, ...]]
+) -> None:
+    frame = spark.createDataFrame(rows, ", ".join(f"{name} int" for name in COLUMNS))
+    selected = frame.select(
+        *(make().alias(f"f{i}") for i, (_, make) in enumerate(trees)),
+        *(tree.column(f"s{i}") for i, (tree, _) in enumerate(trees)),
+    )
+    for got in selected.collect():
+        for i in range(len(trees)):
+            assert got[f"s{i}"] == got[f"f{i}"], (trees[i][0], got)
