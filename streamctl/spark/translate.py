@@ -81,23 +81,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
+from pyspark.sql import DataFrame, SparkSession
 
 from streamctl.error_codes import INVALID_STATEMENT, NOT_SUPPORTED
 from streamctl.nes_types import INTEGER_TYPES, UNSIGNED_TYPES
 from streamctl.planner import plan, stacking
 from streamctl.planner.errors import PlannerError
+from streamctl.spark import sql_text as S
 from streamctl.spark.expressions import (
     TWO_TO_64,
     column,
     expression,
-    quoted,
     to_long_bits,
     wrap_value,
 )
-from streamctl.spark.types import spark_type
+from streamctl.spark.sql_text import Sql
+from streamctl.spark.types import quote_identifier, spark_type_ddl
 
 __all__ = [
     "EXECUTION_CONF",
@@ -229,17 +228,17 @@ def _read_inputs(
     return frames
 
 
-def _marker_value(type_name: str) -> Column:
+def _marker_value(type_name: str) -> Sql:
     """A marker row's value for a column: never NULL (0, FALSE or the empty string), because
     Spark pushes filters it infers from a join condition (``isnotnull(id)`` from ``id = id2``)
     below the watermark, where a NULL would drop the marker before it moves the watermark."""
     if type_name == "BOOLEAN":
-        value = F.lit(False)
+        value = S.lit(False)
     elif type_name in ("CHAR", "VARSIZED"):
-        value = F.lit("")
+        value = S.lit("")
     else:
-        value = F.lit(0)
-    return value.cast(spark_type(type_name))
+        value = S.lit(0)
+    return value.cast(spark_type_ddl(type_name))
 
 
 class _Translator:
@@ -270,28 +269,33 @@ class _Translator:
         """``operator``'s rows, plus the hidden columns it carries (event-time columns a
         stacked window above reads; operators pass them through)."""
         if isinstance(operator, plan.Scan | plan.InlineScan):
-            return self.inputs[id(operator)].select(
-                *(
-                    column(name).cast(spark_type(f.type)).alias(f.name)
+            return S.project(
+                self.inputs[id(operator)],
+                [
+                    column(name).cast(spark_type_ddl(f.type)).alias(f.name)
                     for name, f in zip(operator.source_columns, operator.fields, strict=True)
-                )
+                ],
             )
         if isinstance(operator, plan.Filter):
-            return self.operator(operator.input).filter(expression(operator.predicate))
+            return self.operator(operator.input).filter(expression(operator.predicate).text)
         if isinstance(operator, plan.Project):
-            return self.operator(operator.input).select(
-                *(expression(c.expr).alias(c.name) for c in operator.columns),
-                *(column(c.name) for c in self.carried(operator)),
+            return S.project(
+                self.operator(operator.input),
+                [
+                    *(expression(c.expr).alias(c.name) for c in operator.columns),
+                    *(column(c.name) for c in self.carried(operator)),
+                ],
             )
         if isinstance(operator, plan.Union):
             left = self.operator(operator.left)
-            right = self.operator(operator.right).select(
-                *(
+            right = S.project(
+                self.operator(operator.right),
+                [
                     column(r.name).alias(left_field.name)
                     for r, left_field in zip(
                         operator.right.fields, operator.left.fields, strict=True
                     )
-                )
+                ],
             )
             return left.unionByName(right)
         if isinstance(operator, plan.WindowAggregate):
@@ -324,25 +328,25 @@ class _Translator:
             time_type = next(f.type for f in operator.fields if f.name == time_column)
             event_ms = to_long_bits(column(time_column), time_type)
             if self.bounded:
-                frame = frame.withColumn(_MARKER, F.lit(False)).unionByName(
+                frame = S.project(frame, ["*", S.lit(False).alias(_MARKER)]).unionByName(
                     self.marker_rows(operator.fields)
                 )
-                event_ms = F.when(column(_MARKER), F.lit(MARKER_EVENT_TIME_MS)).otherwise(event_ms)
+                event_ms = S.when(column(_MARKER), MARKER_EVENT_TIME_MS).otherwise(event_ms)
             # One microsecond after the millisecond (stacking.BASE_SHIFT_US): an event at 0
             # would be "late" for a stateful operator above another one in the first batch.
-            event_us = event_ms * F.lit(1000) + F.lit(stacking.BASE_SHIFT_US)
-            frame = frame.withColumn(event_time, F.timestamp_micros(event_us))
+            event_us = event_ms * 1000 + stacking.BASE_SHIFT_US
+            frame = frame.withColumn(event_time, S.call("timestamp_micros", event_us).column())
             frame = frame.withWatermark(
-                quoted(event_time), f"{window.allowed_lateness_ms} milliseconds"
+                quote_identifier(event_time), f"{window.allowed_lateness_ms} milliseconds"
             )
             if self.bounded:
                 # The filter must be on the event-time column: Spark pushes filters on other
                 # columns below the watermark, where they would drop the marker too early.
-                marker_time = F.timestamp_millis(F.lit(MARKER_EVENT_TIME_MS))
-                frame = frame.filter(column(event_time) < marker_time).drop(_MARKER)
+                marker_time = S.call("timestamp_millis", MARKER_EVENT_TIME_MS)
+                frame = frame.filter((column(event_time) < marker_time).text).drop(_MARKER)
             # A row without an event time belongs to no window (filters on the event-time
             # column stay above the watermark).
-            frame = frame.filter(column(event_time).isNotNull())
+            frame = frame.filter(column(event_time).isNotNull().text)
             shift = stacking.BASE_SHIFT_US
         else:
             # A stacked window: no watermark of its own (Spark refuses a second one); the time
@@ -350,18 +354,18 @@ class _Translator:
             # the sources' (bounded sources' markers included).
             frame = self.operator(operator)
             carried = column(carrier.name)
-            frame = frame.withColumn(
-                event_time, F.window_time(carried) if carrier.kind == "struct" else carried
-            )
+            time = S.call("window_time", carried) if carrier.kind == "struct" else carried
+            frame = frame.withColumn(event_time, time.column())
             shift = carrier.shift_us
         window_name = _WINDOW + suffix
         size = f"{window.size_ms} milliseconds"
         slide = f"{window.slide_ms} milliseconds"
         offset = f"{shift % (window.slide_ms * 1000)} microseconds"
-        nes_start = _nes_ms(F.col(f"{quoted(window_name)}.start"), shift)
+        nes_start = _nes_ms(_window_field(window_name, "start"), shift)
         keep_starts_at_slides = False
+        assigned: Sql
         if window.kind == "tumbling":
-            assigned = F.window(column(event_time), size, size, offset)
+            assigned = S.call("window", column(event_time), size, size, offset)
         elif window.slide_ms > window.size_ms:
             # Gaps between windows, which Spark's window() refuses (slide > size); a row falls
             # into at most one window, the one starting at the last multiple of the slide.
@@ -371,20 +375,22 @@ class _Translator:
                 # starts at a multiple of the slide: keep only those. Exact windows, emitted
                 # when the watermark passes their own end.
                 step_offset = f"{shift % (step * 1000)} microseconds"
-                assigned = F.window(column(event_time), size, f"{step} milliseconds", step_offset)
+                assigned = S.call(
+                    "window", column(event_time), size, f"{step} milliseconds", step_offset
+                )
                 keep_starts_at_slides = True
             else:
                 # Too many copies per row: a tumbling window as long as the slide, minus the
                 # rows in its gap (size or more after its start); _window_bound reports the
                 # true end, but Spark emits the window only when the watermark passes the
                 # slide's end (same rows, later).
-                assigned = F.window(column(event_time), slide, slide, offset)
+                assigned = S.call("window", column(event_time), slide, slide, offset)
                 event = _nes_ms(column(event_time), shift)
-                in_window = F.pmod(event, F.lit(window.slide_ms))
-                frame = frame.filter(in_window < F.lit(window.size_ms))
+                in_window = S.call("pmod", event, window.slide_ms)
+                frame = frame.filter((in_window < window.size_ms).text)
         else:
-            assigned = F.window(column(event_time), size, slide, offset)
-        kept = [column(c.name) for c in passed]
+            assigned = S.call("window", column(event_time), size, slide, offset)
+        kept: list[Sql | str] = [column(c.name) for c in passed]
         if keep is not None:
             kept.append(column(event_time).alias(keep.name))
         window_struct = assigned.alias(window_name)
@@ -392,23 +398,31 @@ class _Translator:
             # Spark takes one event-time column per stream: the carried one keeps its mark, the
             # window struct loses it (a new struct of its fields), so this join side keeps its
             # state until the query ends (stacking.analyze allows one carried column a side).
-            frame = frame.select(*(column(f.name) for f in operator.fields), *kept, window_struct)
-            window_struct = F.struct(
-                F.col(f"{quoted(window_name)}.start").alias("start"),
-                F.col(f"{quoted(window_name)}.end").alias("end"),
+            frame = S.project(
+                frame, [*(column(f.name) for f in operator.fields), *kept, window_struct]
+            )
+            window_struct = S.call(
+                "named_struct",
+                "start",
+                _window_field(window_name, "start"),
+                "end",
+                _window_field(window_name, "end"),
             ).alias(window_name)
             names = [*(c.name for c in passed), *([] if keep is None else [keep.name])]
-            frame = frame.select(
-                *(column(f.name) for f in operator.fields),
-                *(column(name) for name in names),
-                window_struct,
+            frame = S.project(
+                frame,
+                [
+                    *(column(f.name) for f in operator.fields),
+                    *(column(name) for name in names),
+                    window_struct,
+                ],
             )
         else:
-            frame = frame.select(*(column(f.name) for f in operator.fields), window_struct)
+            frame = S.project(frame, [*(column(f.name) for f in operator.fields), window_struct])
         if keep_starts_at_slides:
-            frame = frame.filter(F.pmod(nes_start, F.lit(window.slide_ms)) == F.lit(0))
+            frame = frame.filter((S.call("pmod", nes_start, window.slide_ms) == 0).text)
         if window.kind == "sliding":
-            frame = frame.filter(nes_start >= F.lit(0))
+            frame = frame.filter((nes_start >= 0).text)
         return frame, window_name, shift
 
     def marker_rows(self, fields: tuple[plan.Field, ...]) -> DataFrame:
@@ -419,8 +433,9 @@ class _Translator:
             marker_file.write_text("end of input\n")
         self.marker_directories.append(directory)
         stream = self.session.readStream.format("text").load(str(directory))
-        return stream.select(
-            *(_marker_value(f.type).alias(f.name) for f in fields), F.lit(True).alias(_MARKER)
+        return S.project(
+            stream,
+            [*(_marker_value(f.type).alias(f.name) for f in fields), S.lit(True).alias(_MARKER)],
         )
 
     def window_aggregate(self, operator: plan.WindowAggregate) -> DataFrame:
@@ -428,19 +443,25 @@ class _Translator:
             operator, "input", operator.input, operator.time_column
         )
         grouped = frame.groupBy(
-            column(window_name), *(expression(key.expr).alias(key.name) for key in operator.keys)
+            column(window_name).column(),
+            *(expression(key.expr).column(key.name) for key in operator.keys),
         )
-        columns = [_aggregate(a).alias(a.name) for a in operator.aggregates]
+        columns = [_aggregate(a).column(a.name) for a in operator.aggregates]
         # Spark needs one aggregate at least: a window without any counts its rows (unused).
-        aggregated = grouped.agg(*(columns or [F.count(F.lit(1)).alias(_ROW_COUNT)]))
+        aggregated = grouped.agg(*(columns or [S.call("count", 1).column(_ROW_COUNT)]))
         # Only this window's struct can be carried: nothing else passes an aggregation.
         own = [column(window_name).alias(c.name) for c in self.carried(operator)]
-        return aggregated.select(
-            _window_bound(window_name, "start", operator.window, shift).alias(operator.start_field),
-            _window_bound(window_name, "end", operator.window, shift).alias(operator.end_field),
-            *(column(key.name) for key in operator.keys),
-            *(wrap_value(column(a.name), a.type).alias(a.name) for a in operator.aggregates),
-            *own,
+        return S.project(
+            aggregated,
+            [
+                _window_bound(window_name, "start", operator.window, shift).alias(
+                    operator.start_field
+                ),
+                _window_bound(window_name, "end", operator.window, shift).alias(operator.end_field),
+                *(column(key.name) for key in operator.keys),
+                *(wrap_value(column(a.name), a.type).alias(a.name) for a in operator.aggregates),
+                *own,
+            ],
         )
 
     def window_join(self, operator: plan.WindowJoin) -> DataFrame:
@@ -461,7 +482,7 @@ class _Translator:
             ) == _window_bound(right_window, "start", operator.window, right_shift)
         if operator.condition is not None:
             condition = condition & self.join_condition(operator, left_window, right_window)
-        joined = left.join(right, condition, "inner")
+        joined = left.join(right, condition.column(), "inner")
         position = self.stacking.position(operator)
         carried = self.carried(operator)
         # What the sides carry (their own time included) passes; this join's window is the
@@ -472,36 +493,37 @@ class _Translator:
             for c in carried
             if c.producer == position and c.kind == "struct"
         ]
-        return joined.select(
-            _window_bound(left_window, "start", operator.window, left_shift).alias(
-                operator.start_field
-            ),
-            _window_bound(left_window, "end", operator.window, left_shift).alias(
-                operator.end_field
-            ),
-            *(column(f.name) for f in operator.left.fields),
-            *(column(f.name) for f in operator.right.fields),
-            *passed,
-            *window_struct,
+        return S.project(
+            joined,
+            [
+                _window_bound(left_window, "start", operator.window, left_shift).alias(
+                    operator.start_field
+                ),
+                _window_bound(left_window, "end", operator.window, left_shift).alias(
+                    operator.end_field
+                ),
+                *(column(f.name) for f in operator.left.fields),
+                *(column(f.name) for f in operator.right.fields),
+                *passed,
+                *window_struct,
+            ],
         )
 
-    def join_condition(
-        self, operator: plan.WindowJoin, left_window: str, right_window: str
-    ) -> Column:
+    def join_condition(self, operator: plan.WindowJoin, left_window: str, right_window: str) -> Sql:
         """The join predicate, each conjunct over one side only guarded by that side's window:
         Spark pushes such conjuncts into the side, and below its watermark (where they would
         drop the end-of-input marker) unless they read the event time, as the window does."""
         assert operator.condition is not None
         left_names = {f.name for f in operator.left.fields}
         right_names = {f.name for f in operator.right.fields}
-        result: Column | None = None
+        result: Sql | None = None
         for conjunct in _conjuncts(operator.condition):
             read = _columns_read(conjunct)
             translated = expression(conjunct)
             if read <= left_names:
-                translated = F.when(column(left_window).isNotNull(), translated)
+                translated = S.when(column(left_window).isNotNull(), translated)
             elif read <= right_names:
-                translated = F.when(column(right_window).isNotNull(), translated)
+                translated = S.when(column(right_window).isNotNull(), translated)
             result = translated if result is None else result & translated
         assert result is not None
         return result
@@ -525,59 +547,60 @@ def _carrier_order(carrier: stacking.Carrier) -> str:
     return carrier.name
 
 
-def _nes_ms(spark_time: Column, shift_us: int) -> Column:
+def _window_field(window_name: str, field: str) -> Sql:
+    """A field (``start``, ``end``) of a window struct column."""
+    return Sql(f"{quote_identifier(window_name)}.{quote_identifier(field)}")
+
+
+def _nes_ms(spark_time: Sql, shift_us: int) -> Sql:
     """The NebulaStream milliseconds of a Spark time ``shift_us`` microseconds after them."""
-    micros = F.unix_micros(spark_time) - F.lit(shift_us)
-    return F.floor(micros / F.lit(1000)).cast(T.LongType())
+    micros = S.call("unix_micros", spark_time) - shift_us
+    return S.call("floor", micros / 1000).cast("BIGINT")
 
 
-def _window_bound(window_name: str, bound: str, window: plan.Window, shift_us: int = 0) -> Column:
+def _window_bound(window_name: str, bound: str, window: plan.Window, shift_us: int = 0) -> Sql:
     """A window's start or end in UINT64 milliseconds; the end is always start + size (the
     struct a gapped sliding window may be assigned ends a slide after its start). Windows
     assigned from a shifted time (:mod:`.stacking`) start ``shift_us`` after their start."""
-    start = _nes_ms(F.col(f"{quoted(window_name)}.start"), shift_us)
-    value = start if bound == "start" else start + F.lit(window.size_ms)
-    return value.cast(spark_type("UINT64"))
+    start = _nes_ms(_window_field(window_name, "start"), shift_us)
+    value = start if bound == "start" else start + window.size_ms
+    return value.cast(spark_type_ddl("UINT64"))
 
 
-def _aggregate(aggregate: plan.Aggregate) -> Column:
+def _aggregate(aggregate: plan.Aggregate) -> Sql:
     """One aggregate over a group's rows, with NebulaStream's NULL rules (module docstring):
     ``COUNT(x)`` skips NULLs (Spark's too); every other aggregate is NULL as soon as one of its
     inputs is NULL, where Spark's would skip them."""
     if aggregate.argument is None:
-        return F.count(F.lit(1))
+        return S.call("count", 1)
     argument = expression(aggregate.argument)
     function = aggregate.function
     if function == "count":
-        return F.count(argument)
-    value: Column
-    if function == "min":
-        value = F.min(argument)
-    elif function == "max":
-        value = F.max(argument)
-    elif function == "sum":
-        value = F.sum(argument)
+        return S.call("count", argument)
+    value: Sql
+    if function in ("min", "max", "sum"):
+        value = S.call(function, argument)
     elif function == "avg":
         value = _average(argument, aggregate.argument.type)
     else:
-        value = F.median(argument.cast(T.DoubleType()))
+        value = S.call("median", argument.cast("DOUBLE"))
     # Checked whatever the argument's declared nullability: a NOT NULL input has no NULLs, and
     # the check costs one more count per group.
-    no_null_input = F.count(F.lit(1)) == F.count(argument)
-    return F.when(no_null_input, value)
+    no_null_input = S.call("count", 1) == S.call("count", argument)
+    return S.when(no_null_input, value)
 
 
-def _average(argument: Column, type_name: str) -> Column:
+def _average(argument: Sql, type_name: str) -> Sql:
     """AVG as NebulaStream computes it: a sum and a count, the sum of integers kept in INT64
     (signed input) or UINT64 (unsigned), wrapping like C++, of floats in a double; the result is
     the sum as a double divided by the count."""
     if type_name in UNSIGNED_TYPES:
-        total = F.pmod(F.sum(argument.cast(T.DecimalType(20, 0))), F.lit(TWO_TO_64))
+        total = S.call("pmod", S.call("sum", argument.cast("DECIMAL(20,0)")), TWO_TO_64)
     elif type_name in INTEGER_TYPES:
-        total = F.sum(to_long_bits(argument, type_name))
+        total = S.call("sum", to_long_bits(argument, type_name))
     else:
-        total = F.sum(argument.cast(T.DoubleType()))
-    return total.cast(T.DoubleType()) / F.count(argument).cast(T.DoubleType())
+        total = S.call("sum", argument.cast("DOUBLE"))
+    return total.cast("DOUBLE") / S.call("count", argument).cast("DOUBLE")
 
 
 # ---- expressions -----------------------------------------------------------------------------
