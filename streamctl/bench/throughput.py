@@ -32,8 +32,8 @@ What a run does
 4. Prints per query ``planned_s``, ``hand_s``, both rows/s, ``ratio`` (hand time over planned
    time: 1.0 is Spark's own speed), the rows each side wrote, and ``min_ratio`` over all
    queries; and of each side's time the part its ``start`` took (``planned_start_s``,
-   ``hand_start_s``: building the query's DataFrames, where every node of a column expression
-   is a call into the JVM, and ``writeStream.start()``). The row counts agree but for
+   ``hand_start_s``: building the query's DataFrames, a call into the JVM for each projection
+   and each of its columns, where Spark parses and analyses it, and ``writeStream.start()``). The row counts agree but for
    windows: the hand-written side never emits the last window(s) of the input (Spark's append
    mode emits a window once the watermark passes its end, and nothing moves it at the end of
    bounded input), where NebulaStream, and so the planned side, emits every window when the
@@ -336,7 +336,7 @@ def _hand(session: SparkSession, query: ThroughputQuery, inputs: Path, work: Pat
 
 def _timed(start: Callable[[], Any]) -> tuple[float, float]:
     """Seconds until the query ended, and of those the seconds ``start`` took (building the
-    DataFrames, each column expression a call into the JVM, and ``writeStream.start()``)."""
+    DataFrames, JVM calls that parse and analyse each projection, and ``writeStream.start()``)."""
     began = time.perf_counter()
     streaming = start()
     started = time.perf_counter()
