@@ -33,11 +33,11 @@ What a run does
    time: 1.0 is Spark's own speed), the rows each side wrote, and ``min_ratio`` over all
    queries; and of each side's time the part its ``start`` took (``planned_start_s``,
    ``hand_start_s``: building the query's DataFrames, a call into the JVM for each projection
-   and each of its columns, where Spark parses and analyses it, and ``writeStream.start()``). The row counts agree but for
-   windows: the hand-written side never emits the last window(s) of the input (Spark's append
-   mode emits a window once the watermark passes its end, and nothing moves it at the end of
-   bounded input), where NebulaStream, and so the planned side, emits every window when the
-   input ends.
+   and each of its columns, where Spark parses and analyses it, and ``writeStream.start()``).
+   The row counts agree but for windows: the hand-written side never emits the last
+   window(s) of the input (Spark's append mode emits a window once the watermark passes its
+   end, and nothing moves it at the end of bounded input), where NebulaStream, and so the
+   planned side, emits every window when the input ends.
 
 The coordinator's part of a start (a pass, the agent's action) is ``bench deploy``'s; this one
 measures the data path alone, where the planned query spends its rows.

@@ -86,10 +86,16 @@ def _literal(node: plan.LiteralExpr) -> Sql:
     return S.lit(node.value).cast(target)
 
 
+# The UINT64 conversions name their operand once: an expression text that names an operand k
+# times grows k**depth with nested operations (a CASE naming it three times made four nested
+# UINT64 additions 5.7 million characters for Spark's parser).
+
+
 def to_long_bits(value: Sql, type_name: str) -> Sql:
-    """An integer value as a Spark long holding its 64-bit two's complement pattern."""
+    """An integer value as a Spark long holding its 64-bit two's complement pattern (a UINT64
+    ``v``: ``v`` below 2**63, ``v - 2**64`` from there, as ``(v + 2**63) mod 2**64 - 2**63``)."""
     if type_name == "UINT64":
-        return S.when(value >= TWO_TO_63, value - TWO_TO_64).otherwise(value).cast("BIGINT")
+        return (S.call("pmod", value + TWO_TO_63, TWO_TO_64) - TWO_TO_63).cast("BIGINT")
     return value.cast("BIGINT")
 
 
@@ -97,8 +103,7 @@ def _from_long_bits(bits: Sql, type_name: str) -> Sql:
     """Reduce a 64-bit pattern to an integer type's width (C++ wrap-around), in its Spark type."""
     target = spark_type_ddl(type_name)
     if type_name == "UINT64":
-        as_decimal = bits.cast("DECIMAL(20,0)")
-        return S.when(bits < 0, as_decimal + TWO_TO_64).otherwise(as_decimal).cast(target)
+        return S.call("pmod", bits.cast("DECIMAL(20,0)"), TWO_TO_64).cast(target)
     if type_name in UNSIGNED_TYPES:
         mask = integer_range(type_name)[1]
         return Sql(f"({bits.text} & {S.lit(mask).text})").cast(target)  # bitwise AND
@@ -257,7 +262,8 @@ def _iso_text_to_unix_ms(args: list[Sql], types: list[str], result: str) -> Sql:
     well_formed = text.rlike(_ISO_TIMESTAMP)
     has_offset = text.rlike(r"(Z|[+-]\d{2}:\d{2})$")
     with_offset = S.when(has_offset, text).otherwise(S.call("concat", text, "Z"))
-    millis = S.call("unix_millis", with_offset.cast("TIMESTAMP"))
+    # TIMESTAMP_LTZ: what T.TimestampType() is, whatever spark.sql.timestampType says
+    millis = S.call("unix_millis", with_offset.cast("TIMESTAMP_LTZ"))
     valid = well_formed & millis.isNotNull() & (millis >= 0)
     failure = S.call(
         "raise_error", S.call("concat", "CASTTOUNIXTS: not a timestamp since 1970: ", text)

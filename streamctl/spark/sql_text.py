@@ -14,7 +14,11 @@ Rules that keep the text the same expression as the ``functions`` call it replac
 * every operator and every call is parenthesised as a unit, so Python's precedence is the
   only precedence (``a & b | c`` means what it means on pyspark Columns);
 * identifiers are always quoted (:func:`~streamctl.spark.types.quote_identifier`), so reserved
-  words (``end``) and any other character are names;
+  words (``end``) and any other character are names -- but for ``${...}``, which Spark's parser
+  substitutes everywhere in the text before it reads it, quotes or not: sessions that build
+  these expressions turn that off (``spark.sql.variable.substitute``,
+  :data:`streamctl.spark.translate.EXECUTION_CONF`), and string literals do not depend on it
+  (:func:`string_literal`);
 * literals have the type ``F.lit`` gives the same Python value (:func:`lit`): ``int`` an
   ``INT`` or ``BIGINT`` by its size, ``float`` a ``DOUBLE`` (``D``; NaN and the infinities
   by a cast of their name), ``Decimal`` a ``DECIMAL`` of its own digits (``BD``), ``str`` a
@@ -206,8 +210,12 @@ def call(function: str, *arguments: Operand) -> Sql:
 
 
 def string_literal(text: str) -> str:
-    """``text`` as a Spark SQL string literal (backslash and quote escaped)."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    """``text`` as a Spark SQL string literal: backslash and quote escaped, and ``$`` written
+    ``\\u0024``, which the parser reads back as ``$`` only after its variable substitution
+    (``${env:HOME}``, ``${spark.app.name}`` are replaced in the whole text, string literals
+    included, on a session with ``spark.sql.variable.substitute`` on: Spark's default)."""
+    escaped = text.replace("\\", "\\\\").replace("'", "\\'").replace("$", "\\u0024")
+    return "'" + escaped + "'"
 
 
 def lit(value: str | int | float | bool | Decimal | None) -> Sql:

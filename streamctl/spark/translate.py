@@ -114,6 +114,10 @@ EXECUTION_CONF: Final[Mapping[str, str]] = {
     # expression named twice in the right operand (the float comparisons name theirs twice)
     # once per row before the AND/OR, and fail the query where the left operand decided.
     "spark.sql.subexpressionElimination.skipForShortcutExpr": "true",
+    # Expressions reach Spark as SQL text (streamctl.spark.sql_text), and its parser would
+    # replace a ${...} in a quoted name (a column `a${b}`) by a setting or an environment
+    # variable before reading the text.
+    "spark.sql.variable.substitute": "false",
 }
 """Spark settings the translated expressions rely on while they run: every session that runs
 them has them (:func:`streamctl.worker.spark_session.build_spark_session`; under Spark

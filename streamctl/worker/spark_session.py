@@ -49,6 +49,11 @@ BASE_CONFIG: Mapping[str, str] = {
     "spark.sql.ui.retainedExecutions": "100",
     "spark.sql.streaming.ui.retainedQueries": "20",
     "spark.sql.streaming.ui.retainedProgressUpdates": "20",
+    # Expressions reach the driver as SQL text (streamctl.spark.sql_text), which Spark's parser
+    # reads recursively, on a py4j thread with the JVM's default 1 MiB stack: a chain of 100
+    # NES additions (300 nested parentheses and casts) overflowed it, refused as
+    # FAILED_TO_PARSE_TOO_COMPLEX; 400 pass with 16 MiB. Stacks are reserved, not committed.
+    "spark.driver.extraJavaOptions": "-Xss16m",
 }
 
 

@@ -3,8 +3,9 @@ pyspark's ``functions`` build, checked against those, evaluated by Spark itself:
 
 * a literal of any Python value the connectors use (integers across ``BIGINT``, doubles with
   NaN, infinities, signed zeros and subnormals, integer decimals up to 20 digits, any text:
-  quotes, backslashes, control characters, escapes Spark's parser would read, any plane of
-  Unicode) has the value and the type ``F.lit`` gives it;
+  quotes, backslashes, control characters, escapes Spark's parser would read, ``${...}`` that
+  it would substitute, any plane of Unicode) has the value and the type ``F.lit`` gives it;
+* a column of any name (backticks, dots, ``#``, reserved words, ``${...}``) is that column;
 * a random tree of operators (``& | ~``, comparisons, ``+ - * %``, ``CASE``, ``IS NULL``,
   ``IN``, ``between``) over nullable columns evaluates as the same tree of pyspark Columns on
   random rows: so the parenthesising keeps Python's precedence and Spark's NULL rules.
@@ -34,6 +35,9 @@ literals: st.SearchStrategy[LiteralValue] = st.one_of(
     st.integers(-(10**19), 0).map(Decimal),
     st.text(),
     st.sampled_from(["", "'", "\\", "\\'", "\\n", "\\u0041", "\\%", "\\_", "''", "a'b\\c", "\x00"]),
+    # Spark's parser substitutes ${...} in the whole text (settings, environment, system)
+    st.sampled_from(["${x}", "${env:HOME}", "${system:java.version}", "${spark.app.name}", "$"]),
+    st.builds("".join, st.lists(st.sampled_from(["$", "{", "}", "\\", "'", "env:HOME", "a"]))),
 )
 
 
@@ -48,12 +52,18 @@ def _same(a: Any, b: Any) -> bool:
 def test_a_literal_has_the_value_and_type_f_lit_gives_it(spark: Any, values: list[Any]) -> None:
     from pyspark.sql import functions as F
 
-    row = spark.range(1).select(
-        *(F.lit(v).alias(f"f{i}") for i, v in enumerate(values)),
-        *(S.lit(v).column(f"s{i}") for i, v in enumerate(values)),
-    )
-    types = dict(row.dtypes)
-    got = row.collect()[0]
+    # with Spark's default variable substitution on (agents' sessions turn it off): literals
+    # must not depend on the setting
+    spark.conf.set("spark.sql.variable.substitute", "true")
+    try:
+        row = spark.range(1).select(
+            *(F.lit(v).alias(f"f{i}") for i, v in enumerate(values)),
+            *(S.lit(v).column(f"s{i}") for i, v in enumerate(values)),
+        )
+        types = dict(row.dtypes)
+        got = row.collect()[0]
+    finally:
+        spark.conf.set("spark.sql.variable.substitute", "false")
     for i, value in enumerate(values):
         assert types[f"s{i}"] == types[f"f{i}"], (value, types[f"s{i}"], types[f"f{i}"])
         assert _same(got[f"s{i}"], got[f"f{i}"]), (value, got[f"s{i}"], got[f"f{i}"])
@@ -154,3 +164,12 @@ def test_an_operator_tree_evaluates_as_the_same_tree_of_columns(
     for got in selected.collect():
         for i in range(len(trees)):
             assert got[f"s{i}"] == got[f"f{i}"], (trees[i][0], got)
+
+
+NAMES = ["a${x}", "${env:HOME}", "b`c", "d.e", "nes#window", "end", "select", "f g", "$", "é"]
+
+
+def test_a_column_of_any_name_is_that_column(spark: Any) -> None:
+    frame = spark.createDataFrame([tuple(range(len(NAMES)))], [*NAMES])
+    row = S.project(frame, [S.col(name).alias(f"out {name}") for name in NAMES]).collect()[0]
+    assert list(row) == list(range(len(NAMES)))

@@ -133,6 +133,26 @@ def test_integer_arithmetic_and_comparisons_follow_cpp(
         assert list(result) == expected, (left, row)
 
 
+def test_long_and_nested_arithmetic_plans_and_wraps_like_cpp(spark: Any, tmp_path: Path) -> None:
+    """A chain of 150 INT32 additions (the planner takes 200 levels of nesting) and 8 nested
+    UINT64 additions plan and compute C++'s wrapped sums: expressions reach Spark as SQL
+    text, whose parser recursed past the driver's default thread stack at 100 additions, and
+    whose UINT64 conversions once named their operand three times (text growing 9x a level)."""
+    terms, nested = 150, 8
+    rows = [(7, 2**63 + 5), (-(2**31) + 3, 2**64 - 1), (2**31 - 1, 0)]
+    columns = [Col("a", "INT32"), Col("u", "UINT64")]
+    results = _run_batch(
+        spark,
+        f"SELECT {' + '.join(['a'] * terms)} AS s, {' + '.join(['u'] * nested)} AS t "
+        "FROM nums INTO File()",
+        {"nums": (columns, [(a, Decimal(u)) for a, u in rows])},
+        tmp_path,
+    )
+    assert sorted(results) == sorted(
+        (_wrap(a * terms, "INT32"), _wrap(u * nested, "UINT64")) for a, u in rows
+    )
+
+
 def _float32(value: float) -> float:
     return float(struct.unpack("f", struct.pack("f", value))[0])
 
