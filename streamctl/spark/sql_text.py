@@ -180,23 +180,26 @@ class Case(Sql):
     """``CASE WHEN ... THEN ... END`` (:func:`when`): an expression, NULL where no branch
     holds, until :meth:`otherwise` gives its ``ELSE``."""
 
-    __slots__ = ("branches",)
+    __slots__ = ("arms",)
 
-    def __init__(self, branches: tuple[tuple[Sql, Sql], ...]) -> None:
-        self.branches = branches
-        arms = " ".join(f"WHEN {c.text} THEN {v.text}" for c, v in branches)
+    def __init__(self, arms: str) -> None:
+        self.arms = arms
+        """The ``WHEN ... THEN ...`` branches, in order."""
         super().__init__(f"CASE {arms} END")
 
     def when(self, condition: Operand, value: Operand) -> Case:
-        return Case((*self.branches, (_sql(condition), _sql(value))))
+        return Case(f"{self.arms} {_arm(condition, value)}")
 
     def otherwise(self, value: Operand) -> Sql:
-        arms = " ".join(f"WHEN {c.text} THEN {v.text}" for c, v in self.branches)
-        return Sql(f"CASE {arms} ELSE {_sql(value).text} END")
+        return Sql(f"CASE {self.arms} ELSE {_sql(value).text} END")
+
+
+def _arm(condition: Operand, value: Operand) -> str:
+    return f"WHEN {_sql(condition).text} THEN {_sql(value).text}"
 
 
 def when(condition: Operand, value: Operand) -> Case:
-    return Case(((_sql(condition), _sql(value)),))
+    return Case(_arm(condition, value))
 
 
 def col(name: str) -> Sql:
