@@ -402,11 +402,35 @@ def _candidate(text: Sql, column: Mapping[str, Any]) -> Sql:
         return _integer(text, nes_type)
     if nes_type in FLOAT_TYPES:
         target = spark_type_ddl(nes_type)
+        number = text.try_cast(target)
         # Spark's cast reads every other form of the syntax, but not "-nan" (C's strtod does)
         negative_nan = S.when(text.rlike(_NEGATIVE_NAN), S.lit(float("nan")).cast(target))
-        value = S.call("coalesce", text.try_cast(target), negative_nan)
-        return S.when(text.rlike(_FLOAT_TEXT), value)
+        fallback = S.when(text.rlike(_FLOAT_TEXT), S.call("coalesce", number, negative_nan))
+        return S.when(_plain_decimal_shape(text), number).otherwise(fallback)
     return text
+
+
+def _plain_decimal_shape(text: Sql) -> Sql:
+    """Whether ``text`` begins with a digit, ``-`` or ``.``, ends with a digit and holds no
+    ``x``: then it is of :data:`_FLOAT_TEXT`'s syntax exactly where Java's ``parseDouble``
+    (Spark's cast) reads it, and the cast alone decides, with no regular expression.
+
+    Why: Java reads a decimal ``[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?``, with a
+    type suffix (``d``, ``F``), as hexadecimal (``0x1p3``), as ``NaN``/``Infinity``, or with
+    characters up to U+0020 around it. The shape leaves only the decimal without ``+`` sign,
+    suffix or characters around, which is NES's syntax less its ``inf``/``nan`` words (those
+    and every other text take the regular expression). Java's regular expressions were a
+    tenth of a CSV query's executor time (Java Flight Recorder); the usual float text
+    (``0.25``, ``-1.5e3``) now passes with two one-character comparisons and a byte scan.
+    Characters compare as UTF-8 bytes, so no other script's digit is between ``0`` and ``9``."""
+    first = S.call("left", text, 1)
+    last = S.call("right", text, 1)
+    return (
+        last.between("0", "9")
+        & (first.between("0", "9") | first.isin("-", "."))
+        & ~text.contains("x")
+        & ~text.contains("X")
+    )
 
 
 def _parse_field(
