@@ -39,11 +39,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from streamctl.spark import sql_text as S
-from streamctl.spark.sql_text import Sql
+from streamctl.spark.sql_text import Relation, Sql
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
     Helper = Callable[[int, str], Sql]
     """``h(index, step)``: the helper column of a step for the float column at ``index``."""
 
@@ -57,19 +55,20 @@ _MICRO: Final = 1e6  # exact in a double, 14 significant bits: its Veltkamp spli
 _INFINITY: Final = float("inf")
 
 
-def with_float_texts(df: DataFrame, columns: list[str], prefix: str) -> tuple[DataFrame, list[str]]:
+def with_float_texts(df: Relation, columns: list[str], prefix: str) -> tuple[Relation, list[str]]:
     """``df`` with one more string column per name in ``columns`` (FLOAT32 or FLOAT64 values):
     its NES text, NULL where the value is NULL. Returns the frame and the text columns' names
     (``prefix`` + an index; the helper columns of the stages are dropped again).
 
     The steps are Spark SQL text (:mod:`streamctl.spark.sql_text`): a stage reaches the JVM
-    in one call per column it adds, not per node (~1,300 calls for two float columns)."""
+    in one call per column it adds, not per node (~1,300 calls for two float columns), and
+    the stages are steps of one :class:`~streamctl.spark.sql_text.Relation`, analysed once."""
     if not columns:
         return df, []
     kept = list(df.columns)
     names = [f"{prefix}{index}" for index in range(len(columns))]
 
-    def stage(frame: DataFrame, make: dict[str, Callable[[int], Sql]]) -> DataFrame:
+    def stage(frame: Relation, make: dict[str, Callable[[int], Sql]]) -> Relation:
         """Add the columns ``{suffix: f(index) -> Sql}`` for every float column."""
         added = [
             make_column(index).alias(f"{name}#{suffix}")

@@ -233,7 +233,7 @@ def nes_csv_line(
     ``quote_strings``."""
     fields: list[Sql] = []
     for column in spec.schema:
-        text = S.col(texts[column["name"]])
+        text: Sql = S.col(texts[column["name"]])
         if column["type"] in STRING_TYPES and quote_strings:
             # RFC 4180: a quote inside is doubled, so the field reads back (also by our parser)
             text = S.call("concat", '"', S.call("regexp_replace", text, '"', '""'), '"')
@@ -274,7 +274,7 @@ def nes_json_line(spec: SinkSpec, texts: Mapping[str, str]) -> Sql:
     """
     members: list[Sql] = []
     for column in spec.schema:
-        text = S.col(texts[column["name"]])
+        text: Sql = S.col(texts[column["name"]])
         nes_type = column["type"]
         literal: Sql
         if column["nullable"] or nes_type in STRING_TYPES:
@@ -307,8 +307,9 @@ def nes_text_lines(df: DataFrame, spec: SinkSpec) -> DataFrame:
     floats = [column["name"] for column in spec.schema if column["type"] in FLOAT_TYPES]
     others = [column for column in spec.schema if column["type"] not in FLOAT_TYPES]
     texts = {column["name"]: f"{_TEXT}{index}" for index, column in enumerate(others)}
-    df = S.project(
-        df,
+    # one query: Spark parses and analyses the formatting's projections once (S.Relation)
+    texts_of = S.project(
+        S.Relation(df),
         [
             *(S.col(name) for name in floats),
             *(
@@ -317,7 +318,7 @@ def nes_text_lines(df: DataFrame, spec: SinkSpec) -> DataFrame:
             ),
         ],
     )
-    df, float_texts = with_float_texts(df, floats, _FLOAT_TEXT)
+    formatted, float_texts = with_float_texts(texts_of, floats, _FLOAT_TEXT)
     texts.update(zip(floats, float_texts, strict=True))
     if spec.config.get("format", "CSV") == "JSON":
         line = nes_json_line(spec, texts)
@@ -328,7 +329,7 @@ def nes_text_lines(df: DataFrame, spec: SinkSpec) -> DataFrame:
             delimiter=spec.config.get("field_delimiter", ","),
             quote_strings=bool(spec.config.get("quote_strings", False)),
         )
-    return S.project(df, [line.alias("value")])
+    return S.project(formatted, [line.alias("value")]).frame()
 
 
 # --- FILE ------------------------------------------------------------------------------------

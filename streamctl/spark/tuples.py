@@ -57,7 +57,7 @@ from streamctl.nes_types import (
 )
 from streamctl.spark import sql_text as S
 from streamctl.spark.specs import SourceSpec
-from streamctl.spark.sql_text import Sql
+from streamctl.spark.sql_text import Relation, Sql
 from streamctl.spark.types import quote_identifier, spark_type_ddl
 
 if TYPE_CHECKING:
@@ -81,9 +81,10 @@ def parse_lines(
     ("Parsing"); ``parser`` overrides options of ``spec.config`` (generators write CSV)."""
     options = {**spec.config, **(parser or {})}
     value = S.col("value")
-    lines = lines.where((value != "").text)  # not length(): it counts characters
+    # one query: Spark parses and analyses the projections below once (S.Relation)
+    nonempty = S.Relation(lines).where(value != "")  # not length(): it counts characters
     if options["format"] == "JSON":
-        return _json_columns(lines, spec)
+        return _json_columns(nonempty, spec).frame()
     delimiter = java_regex_literal(options["field_delimiter"])
     fields: Sql = S.call("split", value, delimiter, -1)
     if options["allow_delimiter_in_quotes"]:
@@ -107,13 +108,13 @@ def parse_lines(
         )
     )
     quoted = bool(options["allow_delimiter_in_quotes"])
-    split = S.project(lines, [value, fields.alias("_fields")])
+    split = S.project(nonempty, [value, fields.alias("_fields")])
     split = S.project(split, [checked.alias("_fields")])
     raw = S.project(split, [S.col("_fields")[i].alias(f"_f{i}") for i in range(expected)])
-    return _typed_fields(raw, spec, csv=True, quoted=quoted)
+    return _typed_fields(raw, spec, csv=True, quoted=quoted).frame()
 
 
-def _json_columns(lines: DataFrame, spec: SourceSpec) -> DataFrame:
+def _json_columns(lines: Relation, spec: SourceSpec) -> Relation:
     """Typed columns from JSON tuples, in two ways that give the same values (module
     docstring): a typed parse by Spark's JSON reader where it can (every column's key present
     exactly, with a value of its type), and the general rules for the other tuples.
@@ -183,7 +184,7 @@ def _json_typed_parse(column: Mapping[str, Any]) -> str:
 _TEXT_MAP: Final = "MAP<STRING, STRING>"
 
 
-def _json_fields(lines: DataFrame, spec: SourceSpec, typed: int = 0) -> DataFrame:
+def _json_fields(lines: Relation, spec: SourceSpec, typed: int = 0) -> Relation:
     """Column ``_f<i>``: the text of column i's key (module docstring); NULL if null/missing.
 
     With ``typed`` (the typed parse's columns ``_j<i>``, ``_complete``: :func:`_json_columns`),
@@ -325,13 +326,13 @@ def _unquoted(field: Sql) -> Sql:
 
 
 def _typed_fields(
-    raw: DataFrame,
+    raw: Relation,
     spec: SourceSpec,
     *,
     csv: bool,
     quoted: bool,
     fast: Mapping[int, Sql] | None = None,
-) -> DataFrame:
+) -> Relation:
     """Typed columns from raw field texts ``_f<i>``, in three projections so that each
     expression runs once per field (Spark keeps a projection apart where collapsing it would
     repeat a costly expression): the cleaned texts ``_t<i>``, then each text's candidate
@@ -464,4 +465,4 @@ def conform(frame: DataFrame, spec: SourceSpec) -> DataFrame:
         checked.append(
             _accept(value, valid, value.isNull(), value, column, spec).alias(column["name"])
         )
-    return S.project(frame, checked)
+    return S.project(S.Relation(frame), checked).frame()

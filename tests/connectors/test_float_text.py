@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamctl.nes_text import format_float
+from streamctl.spark import sql_text as S
 from streamctl.spark.float_text import with_float_texts
 
 EDGES = [
@@ -47,8 +48,8 @@ doubles = st.one_of(
 
 def _texts(spark: Any, values: list[float], spark_type: str) -> list[str | None]:
     frame = spark.createDataFrame([(i, v) for i, v in enumerate(values)], f"i int, v {spark_type}")
-    texts, names = with_float_texts(frame, ["v"], "t#")
-    rows = texts.select("i", names[0]).collect()
+    texts, names = with_float_texts(S.Relation(frame), ["v"], "t#")
+    rows = texts.frame().select("i", names[0]).collect()
     return [row[1] for row in sorted(rows, key=lambda row: row.i)]
 
 
@@ -80,7 +81,8 @@ def test_many_float_columns_keep_a_small_plan(spark: Any) -> None:
         [tuple(float(i) + 0.25 * c for c in range(count)) for i in range(3)],
         ", ".join(f"c{c} double" for c in range(count)),
     )
-    texts, names = with_float_texts(frame, frame.columns, "t#")
+    relation, names = with_float_texts(S.Relation(frame), frame.columns, "t#")
+    texts = relation.frame()
     # the optimized plan has a bounded size per column (no subexpression copied around)
     plan = texts.select(*names)._jdf.queryExecution().optimizedPlan().toString()
     assert len(plan) < 12_000 * count, len(plan)

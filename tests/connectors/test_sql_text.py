@@ -173,3 +173,43 @@ def test_a_column_of_any_name_is_that_column(spark: Any) -> None:
     frame = spark.createDataFrame([tuple(range(len(NAMES)))], [*NAMES])
     row = S.project(frame, [S.col(name).alias(f"out {name}") for name in NAMES]).collect()[0]
     assert list(row) == list(range(len(NAMES)))
+
+
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), integer_trees()),
+        st.tuples(st.just("keep_base"), integer_trees()),
+        st.tuples(st.just("where"), boolean_trees()),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    chain=steps,
+    rows=st.lists(st.tuples(nullable_ints, nullable_ints, nullable_ints), min_size=1, max_size=20),
+)
+def test_a_relation_is_its_steps_applied_as_dataframe_calls(
+    spark: Any, chain: list[tuple[str, tuple[Any, Any]]], rows: list[tuple[int | None, ...]]
+) -> None:
+    """Projections and filters kept as one query's text (:class:`S.Relation`) give the rows,
+    the columns and their names that the same steps give as pyspark Column calls, for any
+    column names; the temporary view it queries is gone afterwards."""
+    frame = spark.createDataFrame(rows, ", ".join(f"{name} int" for name in COLUMNS))
+    relation, expected = S.Relation(frame), frame
+    for index, (kind, (tree, make)) in enumerate(chain):
+        name = f"{NAMES[index % len(NAMES)]} {index}"
+        if kind == "where":
+            relation, expected = relation.where(tree), expected.where(make())
+        elif kind == "add":
+            relation = S.project(relation, ["*", tree.alias(name)])
+            expected = expected.select("*", make().alias(name))
+        else:
+            relation = S.project(relation, [*(S.col(c) for c in COLUMNS), tree.alias(name)])
+            expected = expected.select(*COLUMNS, make().alias(name))
+    got = relation.frame()
+    assert got.columns == expected.columns == relation.columns
+    assert [tuple(row) for row in got.collect()] == [tuple(row) for row in expected.collect()]
+    assert not [t for t in spark.catalog.listTables() if t.name.startswith("streamctl_relation")]
