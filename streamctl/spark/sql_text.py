@@ -29,6 +29,7 @@ Rules that keep the text the same expression as the ``functions`` call it replac
 
 from __future__ import annotations
 
+import copy
 import math
 import uuid
 from collections.abc import Iterable
@@ -330,16 +331,13 @@ class Relation:
 
     def __init__(self, frame: DataFrame) -> None:
         self._base = frame
-        self._view = f"streamctl_relation_{uuid.uuid4().hex}"
-        self._steps: list[tuple[str, list[str]]] = []
-        self._source = quote_identifier(self._view)
+        self._steps: tuple[tuple[str, list[str]], ...] = ()
+        """``("project", item texts)`` or ``("where", [condition text])``, in order."""
         self.columns: list[str] = list(frame.columns)
 
-    def _then(self, kind: str, texts: list[str], select: str, columns: list[str]) -> Relation:
-        step = Relation.__new__(Relation)
-        step._base, step._view = self._base, self._view
-        step._steps = [*self._steps, (kind, texts)]
-        step._source = f"({select}) AS {quote_identifier(f'_s{len(step._steps)}')}"
+    def _then(self, kind: str, texts: list[str], columns: list[str]) -> Relation:
+        step = copy.copy(self)
+        step._steps = (*self._steps, (kind, texts))
         step.columns = columns
         return step
 
@@ -353,27 +351,35 @@ class Relation:
                 columns.extend(self.columns)
             else:
                 raise ValueError(f"a projection item of a Relation needs a name: {item!r}")
-        return self._then(
-            "project", texts, f"SELECT {', '.join(texts)} FROM {self._source}", columns
-        )
+        return self._then("project", texts, columns)
 
     def where(self, condition: Sql) -> Relation:
-        select = f"SELECT * FROM {self._source} WHERE {condition.text}"
-        return self._then("where", [condition.text], select, self.columns)
+        return self._then("where", [condition.text], self.columns)
 
     def frame(self) -> DataFrame:
         """The DataFrame: one query over a temporary view of the base, which is dropped again
         (the query's plan holds the base's own plan)."""
         if not self._steps:
             return self._base
+        from streamctl.worker.spark_session import is_connect  # imports this module's users
+
         session = self._base.sparkSession
-        if type(session).__module__.startswith("pyspark.sql.connect"):
+        if is_connect(session):
             frame = self._base
             for kind, texts in self._steps:
                 frame = frame.selectExpr(*texts) if kind == "project" else frame.where(texts[0])
             return frame
-        self._base.createOrReplaceTempView(self._view)
+        view = f"streamctl_relation_{uuid.uuid4().hex}"
+        source = quote_identifier(view)
+        for depth, (kind, texts) in enumerate(self._steps):
+            select = (
+                f"SELECT {', '.join(texts)} FROM {source}"
+                if kind == "project"
+                else f"SELECT * FROM {source} WHERE {texts[0]}"
+            )
+            source = f"({select}) AS {quote_identifier(f'_s{depth}')}"
+        self._base.createOrReplaceTempView(view)
         try:
-            return session.sql(f"SELECT * FROM {self._source}")
+            return session.sql(f"SELECT * FROM {source}")
         finally:
-            session.catalog.dropTempView(self._view)
+            session.catalog.dropTempView(view)
