@@ -268,7 +268,13 @@ class _Translator:
         for level in sorted(layers.by_level):
             items = ", ".join(f"{sql} AS {name}" for name, sql in layers.by_level[level])
             relation = f"(SELECT *, {items} FROM {relation}) AS {self.alias()}"
-        return relation, values
+        if not layers.by_level:
+            return relation, values
+        # Stored, so every call is evaluated on every row of ``source``: over a subquery,
+        # DuckDB pushes a conjunct of a later WHERE below the calls (``ts > ABS(ts)`` dropped
+        # the row before ``a1 % 0`` was computed) and prunes columns, and a refusal or failure
+        # would depend on its optimizer rather than on the NES rule.
+        return self.table(f"SELECT * FROM {relation}"), values
 
     def expression(
         self, node: plan.Expr, env: Mapping[str, str], layers: _Layers, in_logic: bool = False

@@ -108,8 +108,9 @@ __all__ = [
 ]
 
 EXECUTION_CONF: Final[Mapping[str, str]] = {
-    # An operand of AND/OR that cannot change the result is not evaluated (the product's side
-    # of what the NES docs leave open; NES fails a query on an integer division by zero).
+    # Left to right, as C++'s && and ||: the right operand of AND/OR is not evaluated once the
+    # left one decides (the product's side of what the NES docs leave open; NES fails a query
+    # on an integer division by zero); the left operand always is.
     # Spark's OR and AND short-circuit, but subexpression elimination would compute an
     # expression named twice in the right operand (the float comparisons name theirs twice)
     # once per row before the AND/OR, and fail the query where the left operand decided.
