@@ -216,6 +216,35 @@ def test_random_deadlines_against_a_coordinator_that_never_answers(
     assert_timed_out(outcome, elapsed, timeout)
 
 
+def awaits(client: CoordinatorClient, name: str) -> bool:
+    """Whether a task on the client's loop is suspended inside a coroutine called ``name``."""
+    for task in asyncio.all_tasks(client._loop):
+        step: Any = task.get_coro()
+        while step is not None:
+            if getattr(step, "__name__", "") == name:
+                return True
+            step = getattr(step, "cr_await", None)
+    return False
+
+
+async def test_a_waiter_that_gives_up_loses_no_task_exception(
+    unanswered_client: CoordinatorClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A wait_for_query caller cancelled while its wait_query update is in flight. Temporal's
+    client turns the cancellation into WorkflowUpdateRPCTimeoutOrCancelledError; with the
+    update in an asyncio.wait_for, nobody read that error, and asyncio reported "Task
+    exception was never retrieved" whenever the task was collected (CI after stop 32, in a
+    later test)."""
+    caplog.set_level(logging.ERROR, logger="asyncio")
+    waiting = asyncio.ensure_future(unanswered_client.wait_for_query(1, timeout=60))
+    await wait_until(lambda: awaits(unanswered_client, "execute_update"), timeout=20)
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
+    await wait_until(lambda: not awaits(unanswered_client, "execute_update"), timeout=20)
+    del waiting
+    assert not lost_task_reports(caplog)
+
+
 # --- answers the client cannot decode --------------------------------------------------------
 
 

@@ -12,6 +12,8 @@ the worker holds, raised out of ``decode``.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -66,3 +68,38 @@ def test_an_intact_payload_still_round_trips() -> None:
     original = Payload(metadata={"encoding": b"json/plain"}, data=b'{"password": "x"}' * 400)
     encoded = asyncio.run(CODEC.encode([original]))
     assert asyncio.run(CODEC.decode(encoded)) == [original]
+
+
+SANDBOXED_NEIGHBOUR = """
+import sys, threading
+from temporalio.api.common.v1 import Payload
+from temporalio.worker.workflow_sandbox._importer import _thread_local_sys_modules
+from streamctl.workflows.payload_crypto import decrypt, encrypt
+
+applied, done = threading.Event(), threading.Event()
+
+def workflow_thread():
+    # What a coordinator worker's workflow thread does while it runs an activation.
+    with _thread_local_sys_modules.applied(sys, "modules", dict(sys.modules)):
+        applied.set()
+        done.wait(60)
+
+threading.Thread(target=workflow_thread, daemon=True).start()
+applied.wait(60)
+key = bytes(range(32))
+inner = Payload(metadata={"encoding": b"json/plain"}, data=b'{"password": "x"}')
+assert decrypt(encrypt(inner, key), (key,)) == inner
+done.set()
+print("ok")
+"""
+
+
+def test_a_payload_is_encrypted_while_another_thread_runs_in_the_workflow_sandbox() -> None:
+    """A client decrypting next to a coordinator worker (one process, as in `streamctl up`
+    and the tests): while a workflow thread has the sandbox applied, ``sys.modules`` is not a
+    dict, and cryptography imported on first use then raised SystemError ("bad argument to
+    internal function"), failing the request (CI, stop 32's test_client_deadlines)."""
+    run = subprocess.run(
+        [sys.executable, "-c", SANDBOXED_NEIGHBOUR], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]

@@ -66,7 +66,7 @@ from streamctl.client.errors import (
 )
 from streamctl.client.outbox import Outgoing, Slots, Waiter, new_id
 from streamctl.client.paging import PAGE_ROWS, first_page, next_page
-from streamctl.client.pump import ClientStats, Pump
+from streamctl.client.pump import ClientStats, Pump, within
 from streamctl.client.query_wait import SETTLED_STATES, wait_pushed
 from streamctl.compact_json import dumps_bytes
 from streamctl.error_codes import ErrorCode
@@ -269,22 +269,24 @@ class CoordinatorClient(Pump):
         """One ``wait_query`` update (:mod:`streamctl.workflows.query_waits`); ``None`` when
         the coordinator refused or could not answer it (the caller polls instead)."""
 
-        async def wait() -> QueryWait:
+        async def wait() -> QueryWait | None:
+            # Errors end here, on the client's loop: when the caller gives up, the future it
+            # waits on is cancelled, and an error this task ended with would be lost.
             assert self._handle is not None
-            return await asyncio.wait_for(
-                self._handle.execute_update(
-                    "wait_query",
-                    args=[query_id, sorted(states), timeout],
-                    result_type=QueryWait,
-                ),
-                timeout + WAIT_UPDATE_GRACE_S,
-            )
+            try:
+                return await within(
+                    self._handle.execute_update(
+                        "wait_query",
+                        args=[query_id, sorted(states), timeout],
+                        result_type=QueryWait,
+                    ),
+                    timeout + WAIT_UPDATE_GRACE_S,
+                )
+            except Exception as error:  # Busy, continuing as new, unreachable: poll instead
+                log.debug("wait_query for query %s refused (%s); polling", query_id, error)
+                return None
 
-        try:
-            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(wait(), self._loop))
-        except Exception as error:  # Busy, continuing as new, unreachable: poll instead
-            log.debug("wait_query for query %s refused (%s); polling", query_id, error)
-            return None
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(wait(), self._loop))
 
     def wait_for_query_blocking(
         self, query_id: int, states: frozenset[str] = SETTLED_STATES, timeout: float = 120.0

@@ -13,9 +13,9 @@ import threading
 import time
 import zlib
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from google.protobuf.message import DecodeError
@@ -44,6 +44,8 @@ from streamctl.workflows.payload_crypto import PayloadKeyError, encrypted_with
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 RETRYABLE_REJECTIONS = frozenset({"Busy", "ContinuingAsNew"})
 RETRYABLE_STATUS = frozenset(
     {
@@ -58,6 +60,29 @@ RETRYABLE_STATUS = frozenset(
         RPCStatusCode.UNKNOWN,
     }
 )
+
+
+async def within(call: Awaitable[T], timeout: float) -> T:
+    """``call`` (a Temporal client call) in the current task, bounded by ``timeout`` seconds.
+
+    Not :func:`asyncio.wait_for`: that runs the call in a task of its own, and Temporal's
+    client turns a cancellation into ``WorkflowUpdateRPCTimeoutOrCancelledError``; when the
+    caller is cancelled (the client closes, a waiter gives up), wait_for cancels that task
+    and never reads the error it ends with, and asyncio reports "Task exception was never
+    retrieved" when the task is collected. Here a timeout raises what the call raised on
+    being cancelled (or TimeoutError), and a cancellation of the caller stays a
+    cancellation."""
+    task = asyncio.current_task()
+    cancels_before = task.cancelling() if task is not None else 0
+    try:
+        async with asyncio.timeout(timeout):
+            return await call
+    except asyncio.CancelledError:
+        raise
+    except Exception as error:
+        if task is not None and task.cancelling() > cancels_before:  # cancelled, not timed out
+            raise asyncio.CancelledError from error
+        raise
 
 
 @dataclass
@@ -238,7 +263,7 @@ class Pump:
             try:
                 # Bounded by the batch's last deadline: with no worker polling, an update
                 # waits for its answer indefinitely.
-                answer: RawValue = await asyncio.wait_for(
+                answer: RawValue = await within(
                     self._handle.execute_update(
                         "submit",
                         args=[

@@ -56,6 +56,14 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+# Imported with this module, never on first use: cryptography's Rust extension registers
+# itself in ``sys.modules`` as a dict, and while any thread of the process runs a workflow in
+# Temporal's sandbox, ``sys.modules`` is the sandbox's thread-local mapping instead, so a
+# first import then (a client decrypting an answer next to a coordinator worker) raised
+# "SystemError: Objects/dictobject.c: bad argument to internal function".
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from google.protobuf.message import DecodeError
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import EncodingPayloadConverter, PayloadCodec
 
@@ -176,17 +184,9 @@ def mentions_secret(data: bytes) -> bool:
     return False
 
 
-def _aesgcm(key: bytes) -> Any:
-    # Imported here: this module is imported wherever the wire module is, the workflow
-    # sandbox included, and the codec itself never runs there.
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-    return AESGCM(key)
-
-
 def encrypt(payload: Payload, key: bytes) -> Payload:
     nonce = os.urandom(NONCE_BYTES)
-    sealed = _aesgcm(key).encrypt(nonce, payload.SerializeToString(), AAD)
+    sealed = AESGCM(key).encrypt(nonce, payload.SerializeToString(), AAD)
     return Payload(
         metadata={"encoding": ENCRYPTED_ENCODING, KEY_ID_METADATA: key_id(key).encode()},
         data=nonce + sealed,
@@ -204,12 +204,9 @@ def decrypt(payload: Payload, keys: Sequence[bytes]) -> Payload:
             "give every streamctl process the same STREAMCTL_PAYLOAD_KEY",
             wanted,
         )
-    from cryptography.exceptions import InvalidTag
-    from google.protobuf.message import DecodeError
-
     data = payload.data
     try:
-        plain = _aesgcm(key).decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], AAD)
+        plain = AESGCM(key).decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], AAD)
         inner = Payload()
         inner.ParseFromString(plain)
     except (InvalidTag, ValueError, DecodeError):
