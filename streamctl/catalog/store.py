@@ -49,6 +49,16 @@ def _enable_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def _plan_for_the_values_given(dbapi_connection: Any, _record: Any) -> None:
+    # psycopg prepares a statement on its fifth execution, and PostgreSQL may then plan it
+    # once for all parameters. Planned while a new catalog's tables are empty, that generic
+    # plan is a sequential scan, kept while they grow: the pass's look-up of 2,000 request ids
+    # in 60,000 stored answers then took seconds. Planning each execution costs ~0.1 ms.
+    with dbapi_connection.cursor() as cursor:
+        cursor.execute("SET plan_cache_mode = force_custom_plan")
+    dbapi_connection.commit()
+
+
 def create_catalog_engine(url: str) -> Engine:
     """A new engine for ``url`` (not cached; callers own and dispose it)."""
     url = normalize_url(url)
@@ -61,7 +71,7 @@ def create_catalog_engine(url: str) -> Engine:
         )
         event.listen(engine, "connect", _enable_sqlite_pragmas)
         return engine
-    return create_engine(
+    engine = create_engine(
         url,
         pool_pre_ping=True,
         pool_size=4,
@@ -70,6 +80,8 @@ def create_catalog_engine(url: str) -> Engine:
         json_serializer=dumps,
         json_deserializer=loads,
     )
+    event.listen(engine, "connect", _plan_for_the_values_given)
+    return engine
 
 
 def catalog_engine(url: str) -> Engine:

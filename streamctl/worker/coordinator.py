@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import logging
 import multiprocessing
 import os
@@ -150,6 +151,12 @@ def prepare_activity_process(parent_pid: int, catalog_url: str) -> None:
         catalog_engine(catalog_url).connect().close()
     except Exception:  # the catalog may be down now: the passes retry, a broken pool never would
         log.warning("could not open the catalog yet; the first pass will", exc_info=True)
+    # What is loaded now lives as long as the process. Out of the collector's sight, the
+    # oldest generation's collections no longer walk it: a pass of 2,000 requests allocates
+    # enough to run one every other pass, and walking the imported modules made those passes
+    # ~1.6x slower (mean pass 200 -> 157 ms in the pass benchmark of the closing note).
+    gc.collect()
+    gc.freeze()
 
 
 def _process_ready() -> int:

@@ -1,0 +1,41 @@
+"""The catalog's lookups keep using their indexes as the catalog grows (PostgreSQL).
+
+psycopg prepares a statement on its fifth execution in a connection, and PostgreSQL then
+plans a prepared statement once for any parameters (a generic plan) when that looks no dearer
+than the plans it made for the values given. A new coordinator's first passes run while its
+tables are empty, where a sequential scan is the cheapest plan of all, and that plan stayed
+in force while the tables grew: every pass's look-up of its request ids (``request_id =
+ANY($1)`` on ``responses``) compared each stored answer with each id of the pass. Found by
+``bench requests``: now and then (until autovacuum re-analyzed the table) passes took seconds
+and throughput fell from ~6,500 to ~2,100 requests/s.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+from test_pass_activity import run_pass
+
+from streamctl.activities.passes import CatalogWork
+from streamctl.catalog.store import catalog_engine
+from streamctl.workflows import messages as m
+
+SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
+
+
+def test_lookups_are_planned_for_their_values_not_once_for_an_empty_table(pg_url: str) -> None:
+    work = CatalogWork(pg_url)
+    run_pass(work, 1, [m.CreateLogicalSource("s", SCHEMA)])
+    engine = catalog_engine(pg_url)
+    with engine.begin() as connection:
+        connection.execute(text("ANALYZE"))  # the statistics of a new, nearly empty catalog
+    for pass_no in range(2, 12):  # past psycopg's prepare threshold (5) and PostgreSQL's (5)
+        run_pass(work, pass_no, [m.GetLogicalSource("s")])
+    with engine.connect() as connection:  # the passes' connection, back in the pool
+        plans = connection.execute(
+            text(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE statement LIKE '%FROM responses%ANY%'"
+            )
+        ).all()
+    assert plans, "the look-up of stored answers was not found among the prepared statements"
+    assert all(generic == 0 for generic, _ in plans), plans
