@@ -39,6 +39,8 @@ def text_problem(value: str) -> str | None:
     """Why ``value`` cannot be stored as text, or None."""
     if "\x00" in value:
         return "it contains a NUL character"
+    if value.isascii():  # a flag of the string: no lone surrogate, and no copy to find out
+        return None
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

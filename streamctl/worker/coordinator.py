@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import gc
 import logging
 import multiprocessing
 import os
@@ -30,6 +29,7 @@ from streamctl.activities.passes import CatalogActivities, CatalogWork
 from streamctl.catalog.store import catalog_engine
 from streamctl.catalog.urls import catalog_kind
 from streamctl.domain import decode
+from streamctl.gc_policy import collect_young_garbage_less_often, freeze_what_is_loaded
 from streamctl.worker.activity_pool import RenewingProcessPool
 from streamctl.worker.metrics import CoordinatorMetrics, MetricsAddress, SdkMetrics, workflow_status
 from streamctl.worker.search_attributes import search_attributes_ready
@@ -151,12 +151,9 @@ def prepare_activity_process(parent_pid: int, catalog_url: str) -> None:
         catalog_engine(catalog_url).connect().close()
     except Exception:  # the catalog may be down now: the passes retry, a broken pool never would
         log.warning("could not open the catalog yet; the first pass will", exc_info=True)
-    # What is loaded now lives as long as the process. Out of the collector's sight, the
-    # oldest generation's collections no longer walk it: a pass of 2,000 requests allocates
-    # enough to run one every other pass, and walking the imported modules made those passes
-    # ~1.6x slower (mean pass 200 -> 157 ms in the pass benchmark of the closing note).
-    gc.collect()
-    gc.freeze()
+    # What is loaded now lives as long as the process (gc_policy has the measurements).
+    freeze_what_is_loaded()
+    collect_young_garbage_less_often()
 
 
 def _process_ready() -> int:

@@ -44,6 +44,9 @@ def main() -> None:
     finalization (after flushing) is the known way around it."""
     import logging
 
+    from streamctl.gc_policy import collect_young_garbage_less_often
+
+    collect_young_garbage_less_often()  # streamctl's processes handle messages in bulk
     code: int = 0
     try:
         app()
