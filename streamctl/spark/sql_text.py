@@ -167,6 +167,9 @@ class Sql:
     def startswith(self, prefix: str) -> Sql:
         return call("startswith", self, prefix)
 
+    def endswith(self, suffix: str) -> Sql:
+        return call("endswith", self, suffix)
+
     def contains(self, part: str) -> Sql:
         return call("contains", self, part)
 
