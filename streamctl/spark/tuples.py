@@ -321,11 +321,10 @@ def _decimal_length(number: Sql) -> Sql:
     on the number or its negation, whichever is not positive, so ``-2**63`` does not
     overflow."""
     negative = S.when(number >= 0, -number).otherwise(number)
-    digits: Sql = S.when(negative > -10, 1)
+    shorter = S.when(negative > -10, 1)
     for count in range(2, 19):
-        digits = digits.when(negative > -(10**count), count)
-    digits = digits.otherwise(19)
-    return digits + S.when(number < 0, 1).otherwise(0)
+        shorter = shorter.when(negative > -(10**count), count)
+    return shorter.otherwise(19) + S.when(number < 0, 1).otherwise(0)
 
 
 _BLANKS: Final = " \t\n\u000b\f\r"
