@@ -6,6 +6,8 @@ the reference where it answers."""
 
 from __future__ import annotations
 
+import itertools
+import math
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -188,6 +190,42 @@ def test_comparisons_with_nan_are_ieee(spark: Any, tmp_path: Path) -> None:
     )
     assert _reference(text, sources) == expected
     assert _spark(spark, text, sources, tmp_path) == expected
+
+
+# Every pair of special values (NaN, the infinities, signed zeros, NULL) in a strict
+# comparison, FLOAT64 against FLOAT32 and against an integer and a literal: false where an
+# operand is NaN, as C++ compares (the expected values are Python's IEEE comparisons). Strict
+# comparisons name each operand once (nanvl to the infinity that makes them false), which a
+# NaN on either side, or an infinity on the other, would get wrong.
+
+
+def test_strict_comparisons_of_special_floats_are_ieee(spark: Any, tmp_path: Path) -> None:
+    specials = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1.5, -2.0, None]
+    columns = [Col("ts", "UINT64", False), Col("x", "FLOAT64"), Col("y", "FLOAT32")]
+    columns.append(Col("i", "INT32"))
+    pairs = list(itertools.product(specials, specials))
+    rows = [(n, x, y, -1 if y is None else 1) for n, (x, y) in enumerate(pairs)]
+    text = (
+        "SELECT ts, x < y AS lt, x > y AS gt, y < x AS rlt, y > x AS rgt, x > i AS gti, "
+        "i < x AS lti, x > FLOAT64(-2) AS gtc FROM s INTO File()"
+    )
+
+    def ieee(a: float | None, b: float | None, less: bool) -> bool | None:
+        if a is None or b is None:
+            return None
+        return a < b if less else a > b
+
+    def answers(x: float | None, y: float | None, i: int) -> tuple[bool | None, ...]:
+        return (
+            *(ieee(x, y, less) for less in (True, False)),
+            *(ieee(y, x, less) for less in (True, False)),
+            ieee(x, i, False),
+            ieee(i, x, True),
+            ieee(x, -2.0, False),
+        )
+
+    expected = sorted(((n, *answers(x, y, i)) for n, x, y, i in rows), key=repr)
+    assert _spark(spark, text, {"s": (columns, rows)}, tmp_path) == expected
 
 
 # query_api.md: "For output types of arithmetical operations, we stick to the C++ standard":
