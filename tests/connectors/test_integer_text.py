@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from streamctl.nes_types import INTEGER_TYPES, UNSIGNED_TYPES, integer_range
 from streamctl.spark import sql_text as S
-from streamctl.spark.tuples import _candidate, _field_text
+from streamctl.spark.tuples import _candidate, _decimal_length, _field_text
 
 TYPES = sorted(INTEGER_TYPES)
 NES_BLANKS = " \t\n\v\f\r"
@@ -99,6 +99,33 @@ def test_integer_texts_parse_as_nes_states(spark: Any, cases: list[tuple[str, st
                 nes_type,
                 text,
             )
+
+
+DECIMAL_LENGTH_BOUNDS = sorted(
+    {
+        n
+        for k in range(20)
+        for n in (10**k - 1, 10**k, 10**k + 1, 1 - 10**k, -(10**k), -(10**k) - 1)
+        if -(2**63) <= n < 2**63
+    }
+    | {-(2**63), -(2**63) + 1, 2**63 - 1}
+)
+"""Every power of ten and its neighbours, both signs, and BIGINT's bounds."""
+
+
+@settings(
+    max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(numbers=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=300))
+def test_decimal_length_is_the_length_of_the_number_written_out(
+    spark: Any, numbers: list[int]
+) -> None:
+    """The integer shortcut's length of a BIGINT's decimal form (``_decimal_length``) against
+    Python's ``str``: at every bound of a length (:data:`DECIMAL_LENGTH_BOUNDS`) and at random."""
+    numbers = DECIMAL_LENGTH_BOUNDS + numbers
+    frame = spark.createDataFrame([(n,) for n in numbers], "n bigint")
+    lengths = frame.select(_decimal_length(S.col("n")).column("length")).collect()
+    assert [row["length"] for row in lengths] == [len(str(n)) for n in numbers]
 
 
 def _parse(field: S.Sql, nes_type: str) -> S.Sql:
