@@ -218,46 +218,33 @@ def _double_function(function: str) -> Handler:
     return apply
 
 
-def _less(a: Sql, b: Sql) -> Sql:
-    return a < b
-
-
-def _greater(a: Sql, b: Sql) -> Sql:
-    return a > b
-
-
-_STRICT_NAN_STAND_INS: Final[dict[Callable[[Sql, Sql], Sql], tuple[float, float]]] = {
-    _less: (math.inf, -math.inf),
-    _greater: (-math.inf, math.inf),
-}
-"""Strict comparisons are false where an operand is NaN (IEEE) when each NaN stands in as the
-infinity that makes them false: ``a < b`` as ``nanvl(a, +inf) < nanvl(b, -inf)``, ``a > b``
-as ``nanvl(a, -inf) > nanvl(b, +inf)``; NULL stays NULL. (No value does that for ``<=``,
-``>=``, ``=``: those test for NaN.)"""
-
-
-def _compare(operation: Callable[[Sql, Sql], Sql], nan_result: bool | None = None) -> Handler:
+def _compare(
+    operation: Callable[[Sql, Sql], Sql],
+    nan_result: bool | None = None,
+    nan_stand_ins: tuple[float, float] | None = None,
+) -> Handler:
     """A comparison; on floats IEEE's (C++): a NaN operand gives ``nan_result`` (false, true
-    for !=), where Spark orders NaN above every number and equal to itself."""
+    for !=), where Spark orders NaN above every number and equal to itself.
+
+    ``nan_stand_ins`` (strict comparisons only): the infinities that make the comparison false,
+    standing in for a NaN left and right operand (``a < b`` as ``nanvl(a, +inf) <
+    nanvl(b, -inf)``); NULL stays NULL. Each operand is then named once: a filter pushed below
+    its projection inlines the operand's whole expression (a source's parse) at every mention.
+    No value does that for ``<=``, ``>=``, ``=``: those test for NaN."""
 
     def apply(args: list[Sql], types: list[str], result: str) -> Sql:
         a, b = args
-        compared = operation(a, b)
         if nan_result is None or not any(_is_float(t) for t in types):
-            return compared
-        strict = _STRICT_NAN_STAND_INS.get(operation)
-        if strict is not None:
-            # each operand named once: a filter pushed below its projection inlines the
-            # operand's whole expression (a source's parse) at every mention
-            low, high = strict
+            return operation(a, b)
+        if nan_stand_ins is not None:
             a, b = (
                 S.call("nanvl", arg, stand_in) if _is_float(type_) else arg
-                for arg, type_, stand_in in zip(args, types, (low, high), strict=True)
+                for arg, type_, stand_in in zip(args, types, nan_stand_ins, strict=True)
             )
             return operation(a, b)
         nan = S.call("isnan", a.cast("DOUBLE")) | S.call("isnan", b.cast("DOUBLE"))
         present = a.isNotNull() & b.isNotNull()
-        return S.when(present & nan, nan_result).otherwise(compared)
+        return S.when(present & nan, nan_result).otherwise(operation(a, b))
 
     return apply
 
@@ -341,9 +328,9 @@ _CALLS: Final[dict[str, Handler]] = {
     "pow": _double_function("pow"),
     "eq": _compare(lambda a, b: a == b, False),
     "ne": _compare(lambda a, b: a != b, True),
-    "lt": _compare(_less, False),
+    "lt": _compare(lambda a, b: a < b, False, (math.inf, -math.inf)),
     "le": _compare(lambda a, b: a <= b, False),
-    "gt": _compare(_greater, False),
+    "gt": _compare(lambda a, b: a > b, False, (-math.inf, math.inf)),
     "ge": _compare(lambda a, b: a >= b, False),
     "eq_null_safe": _compare(lambda a, b: Sql(f"({a.text} <=> {b.text})")),
     "and": _compare(lambda a, b: a & b),
