@@ -279,7 +279,7 @@ def _in_range(number: Sql, nes_type: str) -> Sql:
     return number.between(low, high)
 
 
-def _integer(text: Sql, nes_type: str) -> Sql:
+def _integer(text: Sql, nes_type: str, long_value: Sql | None = None) -> Sql:
     """The integer ``text`` stands for in the column's Spark type, or NULL where it is not one
     of ``nes_type`` (not ``-?[0-9]+`` between white space, unsigned without a sign, or out of
     range).
@@ -296,8 +296,12 @@ def _integer(text: Sql, nes_type: str) -> Sql:
     (:func:`_decimal_length`): every other text the cast reads has something more (white
     space, ``+``, a leading zero, a ``-`` before 0, a decimal point). Comparing lengths spares
     writing each number out as a string (``CAST(n AS STRING)``), a tenth of a CSV query's
-    executor samples."""
-    long_value = text.try_cast("BIGINT")
+    executor samples.
+
+    ``long_value``: ``text`` cast to ``BIGINT`` (``try_cast``), as a column of its own
+    (:func:`_typed_fields`): the length comparison names it dozens of times."""
+    if long_value is None:
+        long_value = text.try_cast("BIGINT")
     canonical = S.call("octet_length", text) == _decimal_length(long_value)
     if nes_type in UNSIGNED_TYPES:
         canonical = canonical & (long_value >= 0)
@@ -310,21 +314,25 @@ def _integer(text: Sql, nes_type: str) -> Sql:
         value = S.when(S.call("octet_length", text) <= _LONG_DIGITS, short)
         value = value.when(_in_range(wide, nes_type), wide)
         return S.when(syntax, value)
-    number: Sql = S.when(syntax, long_value)
-    if nes_type != "INT64":
-        number = S.when(_in_range(number, nes_type), number)
-    return number.cast(spark_type_ddl(nes_type))
+    if nes_type != "INT64":  # the range is judged on the BIGINT, so syntax is named once
+        syntax = syntax & _in_range(long_value, nes_type)
+    return S.when(syntax, long_value).cast(spark_type_ddl(nes_type))
 
 
 def _decimal_length(number: Sql) -> Sql:
-    """The length of a ``BIGINT``'s decimal form (``-`` and digits), by comparisons: counted
-    on the number or its negation, whichever is not positive, so ``-2**63`` does not
-    overflow."""
-    negative = S.when(number >= 0, -number).otherwise(number)
-    shorter = S.when(negative > -10, 1)
+    """The length of a ``BIGINT``'s decimal form (``-`` and digits), by comparisons against
+    powers of ten on its own side of zero (so ``-2**63`` is never negated).
+
+    ``number`` is named 36 times: pass a column, not an expression. Spark's analyser walks the
+    whole expression tree on every start; with the number written out (``TRY_CAST``) and
+    negated in each comparison, a source of three integer columns was an 18 KB query whose
+    analysis was a third of a planned CSV query's start."""
+    non_negative = S.when(number < 10, 1)
+    negative = S.when(number > -10, 2)
     for count in range(2, 19):
-        shorter = shorter.when(negative > -(10**count), count)
-    return shorter.otherwise(19) + S.when(number < 0, 1).otherwise(0)
+        non_negative = non_negative.when(number < 10**count, count)
+        negative = negative.when(number > -(10**count), count + 1)
+    return S.when(number >= 0, non_negative.otherwise(19)).otherwise(negative.otherwise(20))
 
 
 _BLANKS: Final = " \t\n\u000b\f\r"
@@ -351,10 +359,11 @@ def _typed_fields(
     quoted: bool,
     fast: Mapping[int, Sql] | None = None,
 ) -> Relation:
-    """Typed columns from raw field texts ``_f<i>``, in three projections so that each
-    expression runs once per field (Spark keeps a projection apart where collapsing it would
-    repeat a costly expression): the cleaned texts ``_t<i>``, then each text's candidate
-    value ``_c<i>`` (NULL where the text is not of the column's type), then the checked values.
+    """Typed columns from raw field texts ``_f<i>``, in projections so that each expression
+    runs once per field (Spark keeps a projection apart where collapsing it would repeat a
+    costly expression): the cleaned texts ``_t<i>`` (and an integer text's ``BIGINT``,
+    ``_n<i>``), then each text's candidate value ``_c<i>`` (NULL where the text is not of the
+    column's type), then the checked values.
 
     ``fast``: values of columns already typed (over columns of ``raw``), taken where ``raw``'s
     ``_complete`` holds; the text is parsed only where it does not.
@@ -374,13 +383,29 @@ def _typed_fields(
             ),
         ],
     )
+    integers = [
+        i for i, column in enumerate(spec.schema) if canonical_type(column["type"]) in INTEGER_TYPES
+    ]
+    texts = [S.col(f"_t{i}") for i in range(count)]
+    if integers:  # each integer text's BIGINT once, as a column _n<i> the checks name
+        cleaned = S.project(
+            cleaned,
+            [
+                *carried,
+                *raw_fields,
+                *texts,
+                *(texts[i].try_cast("BIGINT").alias(f"_n{i}") for i in integers),
+            ],
+        )
     candidates = S.project(
         cleaned,
         [
             *carried,
             *raw_fields,
             *(
-                _candidate(S.col(f"_t{i}"), column).alias(f"_c{i}")
+                _candidate(texts[i], column, S.col(f"_n{i}") if i in integers else None).alias(
+                    f"_c{i}"
+                )
                 for i, column in enumerate(spec.schema)
             ),
         ],
@@ -410,15 +435,16 @@ def _field_text(field: Sql, column: Mapping[str, Any], *, csv: bool, quoted: boo
     return S.call("btrim", text, _BLANKS)
 
 
-def _candidate(text: Sql, column: Mapping[str, Any]) -> Sql:
+def _candidate(text: Sql, column: Mapping[str, Any], long_value: Sql | None = None) -> Sql:
     """The value a field's text stands for in its column's type, or NULL where the text is not
     of that type: an integer or a float as its Spark type (:func:`_integer`: NULL out of
-    range too), a boolean's text lower-cased; other texts as they are."""
+    range too, ``long_value`` the text cast to ``BIGINT`` if already computed), a boolean's
+    text lower-cased; other texts as they are."""
     nes_type = canonical_type(column["type"])
     if nes_type == "BOOLEAN":
         return S.call("lower", text)
     if nes_type in INTEGER_TYPES:
-        return _integer(text, nes_type)
+        return _integer(text, nes_type, long_value)
     if nes_type in FLOAT_TYPES:
         target = spark_type_ddl(nes_type)
         number = text.try_cast(target)
