@@ -15,7 +15,7 @@ written through :mod:`streamctl.compact_json`, which escapes what JSON text cann
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import BigInteger, Boolean, Float, Integer, String, Table
@@ -48,10 +48,14 @@ def text_problem(value: str) -> str | None:
     return None
 
 
-def _checker(column_type: Any) -> Any:
-    """A function from a value to the reason it does not fit (None: it fits)."""
+Checker = Callable[[Any], "str | None"]
+"""A function from a value to the reason it does not fit (None: it fits)."""
+
+
+def _checker(column_type: Any) -> Checker | None:
+    """The check of a column's values; None for a column that holds any value it is given."""
     if isinstance(column_type, Boolean):
-        return lambda value: None
+        return None
     if isinstance(column_type, Integer):  # BigInteger and SmallInteger are Integers too
         low, high = (
             (INT64_MIN, INT64_MAX)
@@ -84,26 +88,43 @@ def _checker(column_type: Any) -> Any:
             return text_problem(value)
 
         return text
-    return lambda value: None
+    return None
 
 
-_checkers: dict[tuple[str, str], Any] = {}
+_plans: dict[tuple[str, str, tuple[str, ...]], list[tuple[str, str, Checker]]] = {}
+"""Per table, key prefix and row keys: each key with a check, its column's name and the check
+(a pass writes thousands of rows of a few shapes; keys whose column needs no check are left
+out)."""
+
+
+def _plan(table: Table, prefix: str, keys: tuple[str, ...]) -> list[tuple[str, str, Checker]]:
+    plan = _plans.get((table.name, prefix, keys))
+    if plan is None:
+        plan = []
+        for key in keys:
+            name = key[len(prefix) :] if prefix else key
+            column = table.c.get(name)
+            checker = _checker(column.type) if column is not None else None
+            if checker is not None:
+                plan.append((key, name, checker))
+        _plans[(table.name, prefix, keys)] = plan
+    return plan
 
 
 def check_rows_fit(table: Table, rows: Iterable[Mapping[str, Any]], prefix: str = "") -> None:
     """Raise :class:`ValueDoesNotFit` for the first value of ``rows`` its column cannot hold.
 
     ``prefix`` is stripped from the keys (bind names such as ``v_capacity``)."""
+    keys: tuple[str, ...] = ()
+    plan: list[tuple[str, str, Checker]] = []
     for row in rows:
-        for key, value in row.items():
+        row_keys = tuple(row)
+        if row_keys != keys:
+            keys, plan = row_keys, _plan(table, prefix, row_keys)
+        for key, name, checker in plan:
+            value = row[key]
             if value is None:
                 continue
-            name = key[len(prefix) :] if prefix else key
-            checker = _checkers.get((table.name, name))
-            if checker is None:
-                column = table.c.get(name)
-                checker = _checker(column.type) if column is not None else (lambda v: None)
-                _checkers[(table.name, name)] = checker
             reason = checker(value)
             if reason is not None:
                 raise ValueDoesNotFit(table.name, name, value, reason)

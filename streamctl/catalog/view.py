@@ -85,6 +85,8 @@ class EntityMap(Generic[K, R]):
         if self._all_loaded:
             return
         missing = [key for key in set(keys) if key not in self._rows]
+        if not missing:  # most lookups of a pass: key_chunks asks the session for its bind
+            return
         for chunk in key_chunks(self._session, missing):
             self.absorb_where(one_of(self._session, self.key_column, chunk))
             for key in chunk:
