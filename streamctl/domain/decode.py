@@ -7,6 +7,7 @@ with that code and never raises further.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -113,28 +114,32 @@ def decode(envelope: m.Envelope, types: dict[str, type[m.Message]], size: int) -
         raise DecodeError(ErrorCode.INVALID_REQUEST, f"{kind}: {problems}") from None
     # Judged after validation, so a string or float that pydantic turned into an integer is
     # judged as the integer it became.
-    problem = _out_of_bounds(message.body(), kind, 0)
+    problem = _out_of_bounds(message, kind, 0)
     if problem is not None:
         raise DecodeError(ErrorCode.INVALID_REQUEST, problem)
     return message
 
 
 def _out_of_bounds(value: Any, where: str, depth: int) -> str | None:
-    """Why a raw body value cannot be taken (it would not fit any column or payload), or None.
+    """Why a body value cannot be taken (it would not fit any column or payload), or None.
 
+    ``value`` is the typed message, or anything in it: its fields and a nested dataclass's
+    (a schema's ``ColumnSpec``) are read as the members of an object, so the body is judged as
+    :meth:`~streamctl.workflows.messages.Message.body` writes it, without writing it.
     ``where`` names the field in the message (``RegisterWorker.capacity``). A member's name is
     built only for a member that is refused: a pass decodes thousands of bodies, nearly all of
     them fine."""
     if depth > MAX_NESTING_DEPTH:
         return f"{where} nests deeper than {MAX_NESTING_DEPTH} levels"
-    if isinstance(value, dict):
-        for key, item in value.items():
+    members = _members(value)
+    if members is not None:
+        for key, item in members:
             if not isinstance(key, str):
                 return f"{where} has a key that is not a string"
             problem = text_problem(key)
             if problem is not None:
                 return f"{where} has a key that cannot be stored: {problem}"
-            if depth < MAX_NESTING_DEPTH and not isinstance(item, dict | list | tuple):
+            if depth < MAX_NESTING_DEPTH and not _is_container(item):
                 refusal = _scalar_problem(item, key)
                 if refusal is not None:
                     return f"{where}.{key[:64]}{refusal}"
@@ -145,7 +150,7 @@ def _out_of_bounds(value: Any, where: str, depth: int) -> str | None:
         return None
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            if depth < MAX_NESTING_DEPTH and not isinstance(item, dict | list | tuple):
+            if depth < MAX_NESTING_DEPTH and not _is_container(item):
                 refusal = _scalar_problem(item, "")  # a list's items are never narrow fields
                 if refusal is not None:
                     return f"{where}[{index}]{refusal}"
@@ -156,6 +161,19 @@ def _out_of_bounds(value: Any, where: str, depth: int) -> str | None:
         return None
     refusal = _scalar_problem(value, _leaf(where))
     return None if refusal is None else f"{where}{refusal}"
+
+
+def _members(value: Any) -> Iterable[tuple[Any, Any]] | None:
+    """An object's members: a dict's items, a dataclass's fields; None for anything else."""
+    if isinstance(value, dict):
+        return value.items()
+    if hasattr(value, "__dataclass_fields__"):
+        return ((name, getattr(value, name)) for name in m.field_names(type(value)))
+    return None
+
+
+def _is_container(value: Any) -> bool:
+    return isinstance(value, dict | list | tuple) or hasattr(value, "__dataclass_fields__")
 
 
 def _scalar_problem(value: Any, leaf: str) -> str | None:
