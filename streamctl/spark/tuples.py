@@ -323,7 +323,7 @@ def _decimal_length(number: Sql) -> Sql:
     """The length of a ``BIGINT``'s decimal form (``-`` and digits), by comparisons against
     powers of ten on its own side of zero (so ``-2**63`` is never negated).
 
-    ``number`` is named 36 times: pass a column, not an expression. Spark's analyser walks the
+    ``number`` is named 37 times: pass a column, not an expression. Spark's analyser walks the
     whole expression tree on every start; with the number written out (``TRY_CAST``) and
     negated in each comparison, a source of three integer columns was an 18 KB query whose
     analysis was a third of a planned CSV query's start."""
