@@ -108,11 +108,12 @@ async def temporal_client(temporal: DevServer) -> Client:
 
 
 @contextlib.contextmanager
-def fresh_pg_database() -> Iterator[str]:
+def fresh_pg_database(options: str = "") -> Iterator[str]:
+    """A scratch database; ``options`` are appended to its ``CREATE DATABASE``."""
     reason = postgres_unavailable(PG_ADMIN_URL)
     if reason:
         pytest.skip(reason)
-    with scratch_database(PG_ADMIN_URL, prefix="streamctl_t") as url:
+    with scratch_database(PG_ADMIN_URL, prefix="streamctl_t", options=options) as url:
         yield url
 
 

@@ -10,12 +10,15 @@ on both catalogs, as the protocol in :mod:`streamctl.workflows.messages` states 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import string
 from operator import itemgetter
 from typing import Any
 
+import psycopg
 import pytest
+from conftest import fresh_pg_database
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_pass_activity import run_pass
@@ -101,6 +104,34 @@ def test_walking_the_pages_answers_each_stable_object_once_in_key_order(
     finally:
         drops = [m.DropLogicalSource(n) for n in _all_sources(activities)]
         run_pass(activities, next(_passes), drops)
+
+
+ICU_DATABASE = "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'"
+"""A database whose default collation is ICU's natural-language order while its libc locale
+(``datcollate``) is ``C.UTF-8``, which alone would say code-point order."""
+
+
+@pytest.mark.postgres
+def test_a_walk_on_a_database_collating_with_icu_answers_each_name_once_in_key_order() -> None:
+    names = ["a", "B", "_x", "Z_", "aB", "ab", "A0", "b", "Z$", "za"]
+    with contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(fresh_pg_database(ICU_DATABASE))
+        except psycopg.Error as error:  # a server built without ICU
+            pytest.skip(f"no ICU database here: {error}")
+        activities = CatalogWork(url)
+        for answer in run_pass(activities, 1, [m.CreateLogicalSource(n, SCHEMA) for n in names]):
+            _ok(answer)
+        walked: list[str] = []
+        request: m.ListLogicalSources | None = m.ListLogicalSources(limit=2)
+        for pass_no in itertools.count(2):
+            if request is None:
+                break
+            [answer] = run_pass(activities, pass_no, [request])
+            page = _ok(answer)
+            walked.extend(row["name"] for row in page["items"])
+            request = None if page["next"] is None else m.ListLogicalSources(2, page["next"])
+        assert walked == sorted(names), walked  # Python's str order: by code point
 
 
 def test_pages_of_queries_and_sinks_by_id_and_name_and_show_pages(catalog_url: str) -> None:

@@ -3,7 +3,10 @@
 * Property, on a scripted client and a fake clock (isolated logic): whatever states a query
   goes through, the wait returns the first answer whose state it waits for, asks nothing after
   it, never sleeps past its deadline, and raises :class:`QueryWaitTimeout` with the last state
-  seen only when the deadline passed first.
+  seen only when the deadline passed first; a deadline that has passed already still gets one
+  look at the query, and a NaN one is refused before anything is asked. A pushed wait past a
+  STOPPED that is a start on its way comes back within ``STOPPED_RECHECK_S`` (a later stop
+  leaves the same state).
 * Through a real coordinator with no agent (a query stays CREATED): ``sql --wait-running`` and
   ``query start --wait-running`` return after their timeout with exit code 1 and say why; a
   query that cannot be placed never makes them wait longer. That a query started on a Spark
@@ -134,12 +137,14 @@ class ScriptedWaits:
     def __init__(self, rows: list[tuple[str, str]]) -> None:
         self.rows = rows
         self.asked: list[frozenset[str]] = []
+        self.timeouts: list[float] = []
 
     async def wait_query_update(
         self, query_id: int, states: frozenset[str], timeout: float
     ) -> QueryWait:
         current, desired = self.rows[min(len(self.asked), len(self.rows) - 1)]
         self.asked.append(states)
+        self.timeouts.append(timeout)
         return QueryWait({"id": query_id, "current_state": current, "desired_state": desired})
 
 
@@ -159,8 +164,57 @@ def test_a_pushed_wait_for_running_goes_on_past_a_start_that_waits_stopped(
     first = next(i for i, row in enumerate(rows) if ends_the_wait(row, wanted))
     assert (answer["current_state"], answer["desired_state"]) == rows[first]
     assert len(client.asked) == first + 1
-    for row, next_states in zip(rows, client.asked[1:], strict=False):
+    for row, next_states, timeout in zip(rows, client.asked[1:], client.timeouts[1:], strict=False):
         assert next_states == (wanted - {"STOPPED"} if row[0] == "STOPPED" else wanted)
+        # The coordinator cannot tell a later StopQuery's STOPPED from this one by the state
+        # alone, so an update waiting past it comes back soon to let the client look.
+        if row[0] == "STOPPED":
+            assert timeout <= query_wait.STOPPED_RECHECK_S
+
+
+class Unreachable:
+    """A client that must not be asked anything."""
+
+    async def wait_query_update(self, *_: Any) -> QueryWait:
+        raise AssertionError("asked")
+
+    async def ask(self, *_: Any) -> Any:
+        raise AssertionError("asked")
+
+
+def test_a_wait_without_a_deadline_is_refused_before_asking() -> None:
+    for wait in (wait_pushed, wait_for_state):
+        with pytest.raises(ValueError, match="NaN"):
+            asyncio.run(wait(Unreachable(), 7, query_wait.SETTLED_STATES, float("nan")))  # type: ignore[arg-type]
+
+
+class AtTheDeadline(ScriptedQuery):
+    """``GetQuery`` answers; ``wait_query`` must not be asked once the deadline has passed."""
+
+    async def wait_query_update(self, *_: Any) -> QueryWait:
+        raise AssertionError("a wait_query update after the deadline")
+
+
+@settings(max_examples=100, deadline=None)
+@given(state=QUERY_STATES, wanted=st.frozensets(st.sampled_from(STATES), min_size=1))
+def test_a_wait_whose_deadline_passed_looks_once_before_giving_up(
+    state: tuple[str, str], wanted: frozenset[str]
+) -> None:
+    # A timeout of 0, or what is left of a budget shared by the queries of one statement:
+    # a query already where the wait wants it is answered, not reported late.
+    clock = FakeClock()
+    client = AtTheDeadline([state], clock, 0.0)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(query_wait.time, "monotonic", clock.monotonic)
+        try:
+            answer = asyncio.run(wait_pushed(client, 7, wanted, clock.now))  # type: ignore[arg-type]
+        except QueryWaitTimeout as late:
+            assert not ends_the_wait(state, wanted)
+            assert late.last_state == state[0]
+        else:
+            assert ends_the_wait(state, wanted)
+            assert (answer["current_state"], answer["desired_state"]) == state
+    assert client.asked == 1
 
 
 async def test_waiting_for_a_query_no_agent_can_run_ends_at_its_timeout(
@@ -187,3 +241,14 @@ async def test_waiting_for_a_query_no_agent_can_run_ends_at_its_timeout(
     )  # fmt: skip
     assert code == EXIT_REFUSED
     assert f"query {query['id']} CREATED (not RUNNING within 0.3 s)" in people.getvalue()
+
+
+@pytest.mark.parametrize("command", [["query", "start", "1"], ["sql", "SELECT 1"]])
+def test_wait_running_nan_is_refused_by_the_cli_before_connecting(command: list[str]) -> None:
+    from typer.testing import CliRunner
+
+    from streamctl.client.cli import app
+
+    result = CliRunner().invoke(app, [*command, "--wait-running", "nan"])
+    assert result.exit_code == 2, result.output  # click's usage error, nothing was sent
+    assert "--wait-running" in result.output

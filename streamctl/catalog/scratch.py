@@ -28,11 +28,14 @@ def postgres_unavailable(server_url: str) -> str | None:
 
 
 @contextlib.contextmanager
-def scratch_database(server_url: str, prefix: str = "streamctl") -> Iterator[str]:
+def scratch_database(
+    server_url: str, prefix: str = "streamctl", options: str = ""
+) -> Iterator[str]:
+    """``options``: SQL appended to ``CREATE DATABASE`` (a locale, a template)."""
     admin = libpq_url(server_url)
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f'CREATE DATABASE "{name}"')
+        connection.execute(f'CREATE DATABASE "{name}" {options}')
     try:
         yield (
             make_url(normalize_url(server_url))

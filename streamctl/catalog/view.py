@@ -216,8 +216,9 @@ _code_point_order: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDiction
 
 
 def _orders_by_code_point(session: Session) -> bool:
-    """Whether the database sorts text by code point (SQLite's BINARY; PostgreSQL's C, POSIX
-    and C.UTF-8 collations), asked once per engine."""
+    """Whether the database sorts text by code point (SQLite's BINARY; PostgreSQL's libc C,
+    POSIX and C.UTF-8 collations and its builtin provider; not ICU, whatever the libc locale
+    beside it says), asked once per engine."""
     bind = session.get_bind()
     engine = getattr(bind, "engine", bind)
     known = _code_point_order.get(engine)
@@ -225,10 +226,19 @@ def _orders_by_code_point(session: Session) -> bool:
         if bind.dialect.name != "postgresql":
             known = bind.dialect.name == "sqlite"
         else:
-            collation = session.execute(
-                text("SELECT datcollate FROM pg_database WHERE datname = current_database()")
-            ).scalar_one()
-            known = str(collation).upper().replace("-", "") in _CODE_POINT_COLLATIONS
+            # The default collation may come from ICU (PostgreSQL 15+: datlocprovider 'i'),
+            # whatever datcollate says; 17's builtin provider ('b') orders by code point.
+            # to_jsonb reads the column where it exists (NULL before 15: libc).
+            collation, provider = session.execute(
+                text(
+                    "SELECT datcollate, to_jsonb(d) ->> 'datlocprovider' FROM pg_database d"
+                    " WHERE datname = current_database()"
+                )
+            ).one()
+            known = provider == "b" or (
+                provider in (None, "c")
+                and str(collation).upper().replace("-", "") in _CODE_POINT_COLLATIONS
+            )
         _code_point_order[engine] = known
     return known
 

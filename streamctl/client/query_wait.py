@@ -15,14 +15,19 @@ the coordinator records it in the next pass. Two ways to wait:
   :data:`MAX_POLL_S`, so a start that settles quickly is seen within a few milliseconds of its
   pass and a slow one costs at most ten requests a second.
 
-Every wait is bounded by a deadline on :func:`time.monotonic`; it raises only
-:class:`QueryWaitTimeout` (with the last state seen) or the coordinator's ``NOT_FOUND`` (a
-query dropped meanwhile), never on a state.
+Every wait is bounded by a deadline on :func:`time.monotonic` (a NaN one, which no clock
+passes, is refused with :class:`ValueError`). Before giving up it looks at the query once
+more (``GetQuery``), so a deadline that passed already (a timeout of 0, the rest of a budget
+shared with other waits) still answers a query that is where the wait wants it, and
+``NOT_FOUND`` for one that does not exist. It raises only :class:`QueryWaitTimeout` (with the
+last state seen) or the coordinator's ``NOT_FOUND`` (a query dropped meanwhile), never on a
+state.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -40,6 +45,11 @@ SETTLED_STATES: Final = TERMINAL_STATES | {"RUNNING"}
 query may finish before a poll sees it run)."""
 FIRST_POLL_S: Final = 0.01
 MAX_POLL_S: Final = 0.1
+STOPPED_RECHECK_S: Final = 1.0
+"""How long one ``wait_query`` update waits past a ``STOPPED`` that is a start on its way (see
+:func:`_settles`). The coordinator answers an update by ``current_state`` alone and cannot tell
+that ``STOPPED`` from the one a later ``StopQuery`` leaves, so the client re-asks this often to
+see such a stop (an update's answer is the latest row reported, also at its timeout)."""
 
 
 class QueryWaitTimeout(RuntimeError):
@@ -53,6 +63,11 @@ class QueryWaitTimeout(RuntimeError):
 
 def _timed_out(query_id: int, wanted: frozenset[str], last_state: str) -> QueryWaitTimeout:
     return QueryWaitTimeout(f"query {query_id} {'/'.join(sorted(wanted))}", last_state)
+
+
+def _require_deadline(query_id: int, deadline: float) -> None:
+    if math.isnan(deadline):  # no clock ever passes it: the wait would never end
+        raise ValueError(f"the wait for query {query_id} has no deadline (its timeout is NaN)")
 
 
 def _settles(row: Mapping[str, Any], wanted: frozenset[str]) -> bool:
@@ -73,6 +88,7 @@ async def wait_for_state(
 ) -> dict[str, Any]:
     """The query's answer (``GetQuery``) once its ``current_state`` is in ``wanted``; ``seen``
     gets the state of every poll."""
+    _require_deadline(query_id, deadline)
     pause = FIRST_POLL_S
     while True:
         answer = await client.ask(m.GetQuery(query_id))
@@ -93,23 +109,22 @@ async def wait_pushed(
 ) -> dict[str, Any]:
     """The query's row (``GetQuery``'s fields but the statement, sources and plan) once its
     ``current_state`` is in ``wanted``, as the coordinator's passes report it."""
-    last_state = ""
-    pushed = wanted  # the states the coordinator answers the update at
+    _require_deadline(query_id, deadline)
+    pushed, longest = wanted, MAX_QUERY_WAIT_SECONDS  # what the next update waits for, how long
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise _timed_out(query_id, wanted, last_state)
-        wait = await client.wait_query_update(
-            query_id, pushed, min(remaining, MAX_QUERY_WAIT_SECONDS)
-        )
+            return await wait_for_state(client, query_id, wanted, deadline)  # one last look
+        wait = await client.wait_query_update(query_id, pushed, min(remaining, longest))
         if wait is None:  # refused: poll instead
             return await wait_for_state(client, query_id, wanted, deadline)
         if not wait.found:
             raise NotFound(f"query {query_id!r} does not exist")
         if wait.row is not None:
-            last_state = str(wait.row["current_state"])
             if _settles(wait.row, wanted):
                 return dict(wait.row)
             # A start on its way (see _settles): the next update waits past STOPPED, or it
-            # would be answered at once, pass after pass.
-            pushed = wanted - {"STOPPED"} if last_state == "STOPPED" else wanted
+            # would be answered at once, pass after pass; briefly, to see a later stop.
+            on_its_way = wait.row["current_state"] == "STOPPED"
+            pushed = wanted - {"STOPPED"} if on_its_way else wanted
+            longest = STOPPED_RECHECK_S if on_its_way else MAX_QUERY_WAIT_SECONDS
