@@ -104,8 +104,12 @@ async def ensure_coordinator(
     (:func:`~streamctl.worker.search_attributes.search_attributes_ready`, which registers them
     unless ``register_search_attributes`` is false); it starts with its configuration as memo
     (the catalog's kind from ``catalog_url``, never the URL) and a static summary for the Web
-    UI (:mod:`streamctl.workflows.web_ui`).
+    UI (:mod:`streamctl.workflows.web_ui`). An unusable ``config``
+    (:meth:`~streamctl.workflows.config.CoordinatorConfig.problems`) raises ValueError.
     """
+    problems = (config or CoordinatorConfig()).problems()
+    if problems:
+        raise ValueError(f"unusable coordinator configuration: {'; '.join(problems)}")
     config = dataclasses.replace(
         config or CoordinatorConfig(),
         search_attributes=await search_attributes_ready(

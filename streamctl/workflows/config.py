@@ -6,8 +6,11 @@ A leaf of :mod:`streamctl.workflows`: plain dataclasses, no Temporal workflow co
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any, Final
 
 from streamctl.limits import MAX_ACTIONS_UNDER_WAY
 
@@ -47,6 +50,67 @@ class CoordinatorConfig:
     an unknown one would fail the workflow task, so without them the workflow upserts none."""
     catalog_kind: str = ""
     """``sqlite`` or ``postgresql``: shown in the memo (the URL may hold credentials)."""
+
+    def problems(self) -> list[str]:
+        """What makes this configuration unusable, a sentence per knob (none: it is usable).
+        Counts are integers of at least 1 (``max_restarts``: 0); durations are seconds within
+        ``[0, MAX_CONFIG_SECONDS]`` (the batching ``timeout`` at most ``MAX_BATCH_TIMEOUT``),
+        ``suspect_after``, ``dead_after`` and ``pass_timeout`` above 0."""
+        found = []
+        for name, (low, high) in _BOUNDS.items():
+            value = getattr(self, name)
+            integer = isinstance(low, int)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int if integer else (int, float))
+                or not math.isfinite(value)  # NaN or an infinity: no timer takes it
+                or not low <= value <= high
+                or (name in _ABOVE_ZERO and value == 0)
+            ):
+                if integer:
+                    allowed = f"an integer from {low} to {high}"
+                elif name in _ABOVE_ZERO:
+                    allowed = f"a number of seconds above {low:g} and at most {high:g}"
+                else:
+                    allowed = f"a number of seconds from {low:g} to {high:g}"
+                found.append(f"{name} must be {allowed}, not {value!r}")
+        return found
+
+    def usable(self) -> CoordinatorConfig:
+        """This configuration with each unusable knob (:meth:`problems`) at its default: what
+        the workflow runs with, since a NaN or infinite timer, or a batch of no events, would
+        fail or stall its every workflow task."""
+        defaults = CoordinatorConfig()
+        fixes = {
+            name: getattr(defaults, name)
+            for name in _BOUNDS
+            if CoordinatorConfig(**{name: getattr(self, name)}).problems()
+        }
+        return dataclasses.replace(self, **fixes) if fixes else self
+
+
+MAX_BATCH_TIMEOUT: Final = 60.0
+"""The longest batching ``timeout``: a request waits this long for its pass at most."""
+MAX_CONFIG_SECONDS: Final = 86_400.0
+"""The longest duration a knob may hold (a day); beyond, Temporal's timers overflow."""
+_MAX_COUNT: Final = 2**31 - 1
+_BOUNDS: Final[dict[str, tuple[Any, Any]]] = {
+    "batch_size": (1, _MAX_COUNT),
+    "timeout": (0.0, MAX_BATCH_TIMEOUT),
+    "max_pending": (1, _MAX_COUNT),
+    "max_batch_bytes": (1, _MAX_COUNT),
+    "passes_per_run": (1, _MAX_COUNT),
+    "max_history_events": (1, _MAX_COUNT),
+    "action_drain_timeout": (0.0, MAX_CONFIG_SECONDS),
+    "max_actions_under_way": (1, _MAX_COUNT),
+    "suspect_after": (0.0, MAX_CONFIG_SECONDS),
+    "dead_after": (0.0, MAX_CONFIG_SECONDS),
+    "max_restarts": (0, _MAX_COUNT),
+    "restart_delay": (0.0, MAX_CONFIG_SECONDS),
+    "restart_max_delay": (0.0, MAX_CONFIG_SECONDS),
+    "pass_timeout": (0.0, MAX_CONFIG_SECONDS),
+}
+_ABOVE_ZERO: Final = frozenset({"suspect_after", "dead_after", "pass_timeout"})
 
 
 @dataclass

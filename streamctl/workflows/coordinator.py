@@ -225,9 +225,10 @@ def _size(envelope: Envelope) -> int:
 class CoordinatorWorkflow:
     @workflow.init
     def __init__(self, workflow_input: CoordinatorInput) -> None:
-        self.state = workflow_input.state or CoordinatorState(
-            config=workflow_input.config or CoordinatorConfig()
-        )
+        config = workflow_input.config or CoordinatorConfig()
+        for problem in config.problems():  # a raw client's; streamctl's refuse to start one
+            workflow.logger.warning("configuration: %s; the default is used", problem)
+        self.state = workflow_input.state or CoordinatorState(config=config.usable())
         self.request_batches: list[RequestBatch] = []
         self.pending_requests = 0
         self.compaction_index: dict[tuple[str, str], int] = {}

@@ -61,6 +61,14 @@ def coordinator(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    coordinator_config = CoordinatorConfig(
+        batch_size=config.batch_size(), timeout=config.batch_timeout()
+    )
+    problems = coordinator_config.problems()
+    if problems:
+        raise typer.BadParameter(
+            f"{'; '.join(problems)} (from STREAMCTL_BATCH_SIZE, STREAMCTL_BATCH_TIMEOUT)"
+        )
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
             run_coordinator_worker(
@@ -69,9 +77,7 @@ def coordinator(
                 catalog or config.catalog_url(),
                 task_queue=task_queue,
                 start_workflow=start_workflow,
-                config=CoordinatorConfig(
-                    batch_size=config.batch_size(), timeout=config.batch_timeout()
-                ),
+                config=coordinator_config,
                 metrics_address=metrics_address(metrics_port),
             )
         )

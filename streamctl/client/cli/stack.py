@@ -29,7 +29,11 @@ from streamctl.client.cli.common import (
     temporal_address,
 )
 from streamctl.client.frontend import EXIT_UNREACHABLE
-from streamctl.workflows.config import COORDINATOR_WORKFLOW_ID, CoordinatorConfig
+from streamctl.workflows.config import (
+    COORDINATOR_WORKFLOW_ID,
+    MAX_BATCH_TIMEOUT,
+    CoordinatorConfig,
+)
 
 app = typer.Typer()
 
@@ -50,8 +54,10 @@ def up(
     ),
     port: int = typer.Option(7233, help="Temporal frontend port."),
     ui_port: int = typer.Option(8233, help="Temporal Web UI port."),
-    batch_size: int = typer.Option(config.batch_size(), help="Messages per pass."),
-    timeout: float = typer.Option(config.batch_timeout(), help="Seconds to gather a batch."),
+    batch_size: int = typer.Option(config.batch_size(), min=1, help="Messages per pass."),
+    timeout: float = typer.Option(
+        config.batch_timeout(), min=0.0, max=MAX_BATCH_TIMEOUT, help="Seconds to gather a batch."
+    ),
     coordinators: int = typer.Option(1, help="Coordinator worker processes."),
     agents: int = typer.Option(1, min=0, help="Local Spark agents (local_1 ... local_N)."),
     file_root: list[Path] = typer.Option(

@@ -1,0 +1,118 @@
+"""The coordinator's configuration (:class:`~streamctl.workflows.config.CoordinatorConfig`).
+
+* Property (isolated logic): ``problems()`` names exactly the knobs that break the rules as
+  stated here independently (counts are integers of at least 1, ``max_restarts`` of at least
+  0; durations finite seconds within their bounds, three of them above 0), and ``usable()``
+  keeps every good knob and puts each bad one at its default, so it has no problems.
+* Through a real coordinator: a workflow started by a raw client with knobs no timer or batch
+  can take (NaN, infinite, 0 where at least 1 is needed) still answers requests, with the
+  defaults in their place; streamctl's own start refuses such a configuration with a message
+  naming each knob.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import uuid
+from typing import Any
+
+import pytest
+from conftest import coordinator_worker
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from temporalio.client import Client
+
+from streamctl.client.client import CoordinatorClient
+from streamctl.worker.coordinator import ensure_coordinator
+from streamctl.workflows import messages as m
+from streamctl.workflows.config import MAX_BATCH_TIMEOUT, MAX_CONFIG_SECONDS, CoordinatorConfig
+from streamctl.workflows.coordinator import CoordinatorWorkflow
+from streamctl.workflows.state import CoordinatorInput
+
+COUNTS = {
+    "batch_size": 1,
+    "max_pending": 1,
+    "max_batch_bytes": 1,
+    "passes_per_run": 1,
+    "max_history_events": 1,
+    "max_actions_under_way": 1,
+    "max_restarts": 0,
+}
+"""Knobs that count something, with their least value."""
+SECONDS = {
+    "timeout": MAX_BATCH_TIMEOUT,
+    "action_drain_timeout": MAX_CONFIG_SECONDS,
+    "suspect_after": MAX_CONFIG_SECONDS,
+    "dead_after": MAX_CONFIG_SECONDS,
+    "restart_delay": MAX_CONFIG_SECONDS,
+    "restart_max_delay": MAX_CONFIG_SECONDS,
+    "pass_timeout": MAX_CONFIG_SECONDS,
+}
+"""Durations, with their greatest value."""
+NOT_ZERO = {"suspect_after", "dead_after", "pass_timeout"}
+
+
+def good(name: str, value: Any) -> bool:
+    if name in COUNTS:
+        return type(value) is int and COUNTS[name] <= value <= 2**31 - 1
+    if type(value) not in (int, float) or math.isnan(value):
+        return False
+    lowest_ok = value > 0 if name in NOT_ZERO else value >= 0
+    return lowest_ok and value <= SECONDS[name]
+
+
+ANY_VALUE = (
+    st.integers(-(2**64), 2**64)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from([0, 1, -1, 0.0, -0.0, 60.0, 60.0001, 86_400.0, 86_401, True, False])
+    | st.none()
+    | st.text(max_size=3)
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.sampled_from([*COUNTS, *SECONDS]), ANY_VALUE))
+def test_problems_name_exactly_the_bad_knobs_and_usable_replaces_only_those(
+    knobs: dict[str, Any],
+) -> None:
+    config = CoordinatorConfig(**knobs)
+    bad = {name for name, value in knobs.items() if not good(name, value)}
+    problems = config.problems()
+    assert {problem.split(" ", 1)[0] for problem in problems} == bad
+    assert len(problems) == len(bad)
+    usable = config.usable()
+    assert usable.problems() == []
+    defaults = CoordinatorConfig()
+    for field in dataclasses.fields(CoordinatorConfig):
+        expected = getattr(defaults if field.name in bad else config, field.name)
+        assert getattr(usable, field.name) == expected
+
+
+async def test_a_raw_start_with_unusable_knobs_still_answers_and_streamctl_refuses_one(
+    temporal_client: Client, temporal: Any, sqlite_url: str
+) -> None:
+    unusable = CoordinatorConfig(batch_size=0, timeout=math.inf, pass_timeout=math.nan)
+    with pytest.raises(ValueError, match=r"batch_size.*timeout.*pass_timeout"):
+        await ensure_coordinator(temporal_client, workflow_id="never-started", config=unusable)
+
+    suffix = uuid.uuid4().hex[:10]
+    task_queue, workflow_id = f"coordinator-{suffix}", f"coordinator-{suffix}"
+    async with coordinator_worker(temporal_client, sqlite_url, task_queue):
+        handle = await temporal_client.start_workflow(
+            CoordinatorWorkflow.run,
+            CoordinatorInput(config=unusable),
+            id=workflow_id,
+            task_queue=task_queue,
+        )
+        client = await CoordinatorClient(temporal.address, workflow_id=workflow_id).connect()
+        try:
+            created = await client.ask(
+                m.CreateLogicalSource("s", (m.ColumnSpec("id", "UINT64", False),))
+            )
+            assert created["name"] == "s"
+            assert (await client.ask(m.GetLogicalSource("s")))["name"] == "s"
+        finally:
+            await asyncio.to_thread(client.close)
+            await handle.terminate("test done")
