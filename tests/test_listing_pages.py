@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from test_pass_activity import run_pass
 
 from streamctl.activities.passes import CatalogWork
+from streamctl.client import paging
 from streamctl.client.paging import complete_show_pages
 from streamctl.domain import listing
 from streamctl.limits import MAX_PAGE_ROWS
@@ -278,3 +279,19 @@ def test_unset_paging_fields_stay_out_of_the_body() -> None:
     assert m.ExecuteStatement("SHOW QUERIES").body() == {"text": "SHOW QUERIES"}
     assert m.ListSinks(limit=5, after="a").body() == {"limit": 5, "after": "a"}
     assert m.ListChanges().body()["limit"] == 100
+
+
+@pytest.mark.parametrize("limit", [0, -1, MAX_PAGE_ROWS + 1, 2.0, "2", True, None, float("nan")])
+def test_a_client_walk_refuses_a_page_size_it_cannot_ask_for(limit: Any) -> None:
+    with pytest.raises(ValueError, match="a page holds"):
+        paging.first_page(m.ListSinks(), limit)
+
+
+def test_a_client_walk_stops_at_a_cursor_that_does_not_advance() -> None:
+    # a coordinator moves the cursor on with every page; one that names the same page again
+    # (a bug, a hostile server) would keep the walk asking forever
+    request = paging.first_page(m.ListSinks(), 2)
+    second = paging.next_page(request, {"items": [{"name": "a"}], "next": "a"})
+    assert second is not None and second.after == "a"
+    with pytest.raises(RuntimeError, match="names itself next"):
+        paging.next_page(second, {"items": [{"name": "a"}], "next": "a"})

@@ -27,10 +27,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
+from streamctl.activities.passes import CatalogWork
 from streamctl.client import query_wait
+from streamctl.client.errors import InvalidRequest
 from streamctl.client.frontend import EXIT_REFUSED, run_query_action, run_sql
+from streamctl.client.outbox import new_id
 from streamctl.client.query_wait import QueryWaitTimeout, wait_for_state, wait_pushed
 from streamctl.workflows import messages as m
+from streamctl.workflows.passes import PassInput, request_batches_json
 from streamctl.workflows.query_waits import QueryWait
 
 STATES = [
@@ -252,3 +256,29 @@ def test_wait_running_nan_is_refused_by_the_cli_before_connecting(command: list[
     result = CliRunner().invoke(app, [*command, "--wait-running", "nan"])
     assert result.exit_code == 2, result.output  # click's usage error, nothing was sent
     assert "--wait-running" in result.output
+
+
+@pytest.mark.parametrize("query_id", [2**63, -(2**63) - 1, 2**200])
+def test_a_pass_reports_no_row_for_an_id_no_query_can_have(catalog_url: str, query_id: int) -> None:
+    # What a pass reports to wait_query waiters: an id beyond 64 bits failed the lookup, the
+    # pass, and every pass after it (the coordinator answered nothing more)
+    activities = CatalogWork(catalog_url)
+    setup = [m.ExecuteStatement(SCRIPT).to_envelope(new_id())]
+    inputs = PassInput("w", 1, 1000.0, [], [1000.0], 30.0, 60.0, watched_queries=[query_id, 1])
+    result = activities.apply_pass(inputs, request_batches_json([setup]))
+    assert [row["id"] for row in result.watched_queries] == [1]
+
+
+async def test_a_wait_for_an_id_beyond_64_bits_is_refused_and_the_coordinator_goes_on(
+    start_coordinator: Any, sqlite_url: str
+) -> None:
+    coordinator = await start_coordinator(sqlite_url)
+    client = await coordinator.client().connect()
+    try:
+        # the wait_query update is refused; the poll that follows is answered INVALID_REQUEST
+        with pytest.raises(InvalidRequest):
+            await client.wait_for_query(2**63, timeout=5)
+        answer = await client.ask(m.ExecuteStatement(SCRIPT))
+        assert answer["statements"][-1]["result"]["current_state"] == "CREATED"
+    finally:
+        await asyncio.to_thread(client.close)

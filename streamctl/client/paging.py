@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Final, TypeVar
 
+from streamctl.limits import MAX_PAGE_ROWS
 from streamctl.workflows import answers
 from streamctl.workflows import messages as m
 
@@ -38,6 +39,8 @@ def first_page(request: L, limit: int = PAGE_ROWS) -> L:
     """The request for the first page of the ``List*`` request ``request``."""
     if request.kind not in m.PAGE_KEYS:
         raise ValueError(f"{request.kind} is not a paged listing ({', '.join(m.PAGE_KEYS)})")
+    if type(limit) is not int or not 1 <= limit <= MAX_PAGE_ROWS:
+        raise ValueError(f"a page holds 1 to {MAX_PAGE_ROWS} items, not {limit!r}")
     return replace(request, limit=limit, after=None)  # type: ignore[call-arg]
 
 
@@ -46,6 +49,8 @@ def next_page(request: L, page: dict[str, Any]) -> L | None:
     last."""
     if page["next"] is None:
         return None
+    if page["next"] == getattr(request, "after", None):  # a cursor that does not advance
+        raise RuntimeError(f"{request.kind}: the page after {page['next']!r} names itself next")
     return replace(request, after=page["next"])  # type: ignore[call-arg]
 
 

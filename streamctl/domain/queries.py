@@ -43,6 +43,7 @@ from streamctl.lifecycle.queries import (
     QueryTrigger,
     can_transition,
 )
+from streamctl.limits import INT64_MAX, INT64_MIN
 from streamctl.planner import ast
 from streamctl.planner.binder import BoundQuery, bind_query
 from streamctl.planner.catalog_lookup import LogicalSourceInfo, SinkInfo
@@ -275,8 +276,13 @@ def get_query(ctx: PassContext, request: m.GetQuery) -> answers.QueryDetail:
 
 def watched(view: CatalogView, query_ids: list[int]) -> list[dict[str, Any]]:
     """What a pass reports to ``wait_query`` waiters: each existing query's row without its
-    statement (the waiter has it; it may be large)."""
-    rows = (view.queries.get(query_id) for query_id in query_ids)
+    statement (the waiter has it; it may be large). An id no query can have (beyond 64 bits)
+    has no row: looking it up would fail the pass, and every pass after it."""
+    rows = (
+        view.queries.get(query_id)
+        for query_id in query_ids
+        if type(query_id) is int and INT64_MIN <= query_id <= INT64_MAX
+    )
     return [
         {key: value for key, value in query_json(row).items() if key != "statement"}
         for row in rows

@@ -103,6 +103,8 @@ with workflow.unsafe.imports_passed_through():
     from streamctl.error_codes import ErrorCode
     from streamctl.limits import (
         ACTION_RELEASE_DELAY,
+        INT64_MAX,
+        INT64_MIN,
         MAX_ACTIONS_PER_TASK,
         MAX_CARRIED_EVENT_BYTES,
         MAX_CARRIED_WAITING_ACTIONS,
@@ -354,6 +356,7 @@ class CoordinatorWorkflow:
             )
         if (
             type(query_id) is not int
+            or not INT64_MIN <= query_id <= INT64_MAX  # a pass looks it up in the catalog
             or not isinstance(states, list)
             or not all(isinstance(state, str) for state in states)
             or type(timeout) not in (int, float)
@@ -662,6 +665,10 @@ class CoordinatorWorkflow:
     ) -> None:
         """Answer the one message that fails a pass on its own (a request: ``INTERNAL`` with a
         reference) or drop it (an event), and keep it in the catalog for inspection."""
+        if not request_batches and not events:
+            # A pass of no message failed (what it reports to waiters, say): nothing to set
+            # aside, and unpacking a message here would fail every workflow task of the run.
+            return
         reference = f"p{self.state.pass_no}-{str(workflow.uuid4())[:8]}"
         answer: Response | None = None
         if request_batches:
