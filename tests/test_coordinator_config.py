@@ -5,9 +5,9 @@
   0; durations finite seconds within their bounds, three of them above 0), and ``usable()``
   keeps every good knob and puts each bad one at its default, so it has no problems.
 * Through a real coordinator: a workflow started by a raw client with knobs no timer or batch
-  can take (NaN, infinite, 0 where at least 1 is needed) still answers requests, with the
-  defaults in their place; streamctl's own start refuses such a configuration with a message
-  naming each knob.
+  can take (NaN, infinite, 0 where at least 1 is needed), given to it or in a carried state,
+  still answers requests, with the defaults in their place; streamctl's own start refuses
+  such a configuration with a message naming each knob.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from streamctl.worker.coordinator import ensure_coordinator
 from streamctl.workflows import messages as m
 from streamctl.workflows.config import MAX_BATCH_TIMEOUT, MAX_CONFIG_SECONDS, CoordinatorConfig
 from streamctl.workflows.coordinator import CoordinatorWorkflow
-from streamctl.workflows.state import CoordinatorInput
+from streamctl.workflows.state import CoordinatorInput, CoordinatorState
 
 COUNTS = {
     "batch_size": 1,
@@ -90,19 +90,26 @@ def test_problems_name_exactly_the_bad_knobs_and_usable_replaces_only_those(
         assert getattr(usable, field.name) == expected
 
 
+@pytest.mark.parametrize("carried", [False, True], ids=["started", "carried"])
 async def test_a_raw_start_with_unusable_knobs_still_answers_and_streamctl_refuses_one(
-    temporal_client: Client, temporal: Any, sqlite_url: str
+    temporal_client: Client, temporal: Any, sqlite_url: str, carried: bool
 ) -> None:
+    # "carried": the configuration comes in the state a run hands on through continue-as-new
     unusable = CoordinatorConfig(batch_size=0, timeout=math.inf, pass_timeout=math.nan)
     with pytest.raises(ValueError, match=r"batch_size.*timeout.*pass_timeout"):
         await ensure_coordinator(temporal_client, workflow_id="never-started", config=unusable)
+    start = (
+        CoordinatorInput(state=CoordinatorState(config=unusable))
+        if carried
+        else CoordinatorInput(config=unusable)
+    )
 
     suffix = uuid.uuid4().hex[:10]
     task_queue, workflow_id = f"coordinator-{suffix}", f"coordinator-{suffix}"
     async with coordinator_worker(temporal_client, sqlite_url, task_queue):
         handle = await temporal_client.start_workflow(
             CoordinatorWorkflow.run,
-            CoordinatorInput(config=unusable),
+            start,
             id=workflow_id,
             task_queue=task_queue,
         )

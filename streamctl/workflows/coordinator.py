@@ -227,10 +227,14 @@ def _size(envelope: Envelope) -> int:
 class CoordinatorWorkflow:
     @workflow.init
     def __init__(self, workflow_input: CoordinatorInput) -> None:
-        config = workflow_input.config or CoordinatorConfig()
-        for problem in config.problems():  # a raw client's; streamctl's refuse to start one
+        self.state = workflow_input.state or CoordinatorState(
+            config=workflow_input.config or CoordinatorConfig()
+        )
+        # A raw client's configuration (streamctl refuses to start one), or one carried from a
+        # run that began before the knobs were checked: the default takes each bad knob's place.
+        for problem in self.state.config.problems():
             workflow.logger.warning("configuration: %s; the default is used", problem)
-        self.state = workflow_input.state or CoordinatorState(config=config.usable())
+        self.state.config = self.state.config.usable()
         self.request_batches: list[RequestBatch] = []
         self.pending_requests = 0
         self.compaction_index: dict[tuple[str, str], int] = {}
