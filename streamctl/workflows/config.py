@@ -7,7 +7,6 @@ A leaf of :mod:`streamctl.workflows`: plain dataclasses, no Temporal workflow co
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final
@@ -63,7 +62,8 @@ class CoordinatorConfig:
             if (
                 isinstance(value, bool)
                 or not isinstance(value, int if integer else (int, float))
-                or not math.isfinite(value)  # NaN or an infinity: no timer takes it
+                # false for NaN and the infinities too (no timer takes them); compared, not
+                # converted, so an integer of any size is refused without OverflowError
                 or not low <= value <= high
                 or (name in _ABOVE_ZERO and value == 0)
             ):
@@ -73,7 +73,8 @@ class CoordinatorConfig:
                     allowed = f"a number of seconds above {low:g} and at most {high:g}"
                 else:
                     allowed = f"a number of seconds from {low:g} to {high:g}"
-                found.append(f"{name} must be {allowed}, not {value!r}")
+                shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:37]}..."
+                found.append(f"{name} must be {allowed}, not {shown}")
         return found
 
     def usable(self) -> CoordinatorConfig:
