@@ -55,27 +55,8 @@ class CoordinatorConfig:
         Counts are integers of at least 1 (``max_restarts``: 0); durations are seconds within
         ``[0, MAX_CONFIG_SECONDS]`` (the batching ``timeout`` at most ``MAX_BATCH_TIMEOUT``),
         ``suspect_after``, ``dead_after`` and ``pass_timeout`` above 0."""
-        found = []
-        for name, (low, high) in _BOUNDS.items():
-            value = getattr(self, name)
-            integer = isinstance(low, int)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int if integer else (int, float))
-                # false for NaN and the infinities too (no timer takes them); compared, not
-                # converted, so an integer of any size is refused without OverflowError
-                or not low <= value <= high
-                or (name in _ABOVE_ZERO and value == 0)
-            ):
-                if integer:
-                    allowed = f"an integer from {low} to {high}"
-                elif name in _ABOVE_ZERO:
-                    allowed = f"a number of seconds above {low:g} and at most {high:g}"
-                else:
-                    allowed = f"a number of seconds from {low:g} to {high:g}"
-                shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:37]}..."
-                found.append(f"{name} must be {allowed}, not {shown}")
-        return found
+        found = (_knob_problem(name, getattr(self, name)) for name in _BOUNDS)
+        return [problem for problem in found if problem is not None]
 
     def usable(self) -> CoordinatorConfig:
         """This configuration with each unusable knob (:meth:`problems`) at its default: what
@@ -85,9 +66,34 @@ class CoordinatorConfig:
         fixes = {
             name: getattr(defaults, name)
             for name in _BOUNDS
-            if CoordinatorConfig(**{name: getattr(self, name)}).problems()
+            if _knob_problem(name, getattr(self, name)) is not None
         }
         return dataclasses.replace(self, **fixes) if fixes else self
+
+
+def _knob_problem(name: str, value: Any) -> str | None:
+    """Why ``value`` cannot be the knob ``name`` (:data:`_BOUNDS`), or None when it can."""
+    low, high = _BOUNDS[name]
+    integer = isinstance(low, int)
+    if (
+        not isinstance(value, bool)
+        and isinstance(value, int if integer else (int, float))
+        # false for NaN and the infinities too (no timer takes them); compared, not
+        # converted, so an integer of any size is refused without OverflowError
+        and low <= value <= high
+        and not (name in _ABOVE_ZERO and value == 0)
+    ):
+        return None
+    if integer:
+        allowed = f"an integer from {low} to {high}"
+    elif name in _ABOVE_ZERO:
+        allowed = f"a number of seconds above {low:g} and at most {high:g}"
+    else:
+        allowed = f"a number of seconds from {low:g} to {high:g}"
+    shown = repr(value)
+    if len(shown) > 40:
+        shown = f"{shown[:37]}..."
+    return f"{name} must be {allowed}, not {shown}"
 
 
 MAX_BATCH_TIMEOUT: Final = 60.0
