@@ -604,6 +604,31 @@ class _AstBuilder(Transformer[Token, Any]):
     def is_null(self, meta: Meta, c: list[Any]) -> ast.IsNull:
         return ast.IsNull(operand=c[0], negated=c[2] is not None, **_pos(meta))
 
+    def between(self, meta: Meta, c: list[Any]) -> ast.Expression:
+        # ``x [NOT] BETWEEN low AND high`` is ``[NOT] (x >= low AND x <= high)``, as in SQL
+        # (both bounds inclusive; a NULL anywhere makes it NULL unless the other side decides).
+        operand, negated, _, low, _, high = c
+        position = _pos(meta)
+        within = ast.BinaryOp(
+            op="AND",
+            left=ast.BinaryOp(op=">=", left=operand, right=low, **position),
+            right=ast.BinaryOp(op="<=", left=operand, right=high, **position),
+            **position,
+        )
+        return within if negated is None else ast.UnaryOp(op="NOT", operand=within, **position)
+
+    def in_list(self, meta: Meta, c: list[Any]) -> ast.Expression:
+        # ``x [NOT] IN (a, b, ...)`` is ``[NOT] (x = a OR x = b OR ...)``, as in SQL.
+        operand, negated, _, *candidates = c
+        position = _pos(meta)
+        matches: ast.Expression = ast.BinaryOp(
+            op="==", left=operand, right=candidates[0], **position
+        )
+        for candidate in candidates[1:]:
+            equal = ast.BinaryOp(op="==", left=operand, right=candidate, **position)
+            matches = ast.BinaryOp(op="OR", left=matches, right=equal, **position)
+        return matches if negated is None else ast.UnaryOp(op="NOT", operand=matches, **position)
+
     def binary(self, meta: Meta, c: list[Any]) -> ast.BinaryOp:
         text = str(c[1])
         operator = _COMPARISON_OPERATORS.get(text) or _ARITHMETIC_OPERATORS[text]
