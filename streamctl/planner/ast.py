@@ -236,6 +236,9 @@ class WindowSpec(Node):
     size: Duration | None
     advance: Duration | None = None
     count: int | None = None
+    right_time_column: ColumnRef | None = None
+    """A join's window may name its right input's event-time column second
+    (``TUMBLING(ts1, ts2, SIZE ...)``); None: the right input's column of the same name."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -381,6 +381,13 @@ class _Binder(_ExpressionBinder):
         assert spec is not None
         window = _window(spec, select.watermark)
         scope = _Scope(source.columns, _describe(source))
+        if spec.right_time_column is not None:
+            raise _error(
+                INVALID_STATEMENT,
+                "a window over one input names one event-time column; two are for a join's "
+                "window (its left input's, then its right input's)",
+                spec.right_time_column,
+            )
         time_column = self.time_column(spec, select.watermark, scope)
         names = _Names()
         qualifier = source.columns[0].qualifier if source.columns else None
@@ -729,8 +736,11 @@ class _Binder(_ExpressionBinder):
         left_time = self.time_column(
             join.window, None, _Scope(left.columns, "the join's left input")
         )
+        right_spec = join.window
+        if right_spec.right_time_column is not None:
+            right_spec = dataclasses.replace(right_spec, time_column=right_spec.right_time_column)
         right_time = self.time_column(
-            join.window, None, _Scope(right.columns, "the join's right input")
+            right_spec, None, _Scope(right.columns, "the join's right input")
         )
         left_qualifier = left.columns[0].qualifier if left.columns else None
         right_qualifier = right.columns[0].qualifier if right.columns else None

@@ -519,6 +519,27 @@ class _AstBuilder(Transformer[Token, Any]):
             **_pos(meta),
         )
 
+    # A join's window may name each input's event-time column, left first, as newer
+    # NebulaStream grammars take it: TUMBLING(ts1, ts2, SIZE 1 SEC).
+    def tumbling_pair(self, meta: Meta, c: list[Any]) -> ast.WindowSpec:
+        return ast.WindowSpec(
+            kind="TUMBLING",
+            time_column=self._time_column(c[1]),
+            right_time_column=self._time_column(c[2]),
+            size=c[3],
+            **_pos(meta),
+        )
+
+    def sliding_pair(self, meta: Meta, c: list[Any]) -> ast.WindowSpec:
+        return ast.WindowSpec(
+            kind="SLIDING",
+            time_column=self._time_column(c[1]),
+            right_time_column=self._time_column(c[2]),
+            size=c[3],
+            advance=c[4],
+            **_pos(meta),
+        )
+
     def count_window(self, meta: Meta, c: list[Any]) -> ast.WindowSpec:
         return ast.WindowSpec(
             kind="COUNT", time_column=None, size=None, count=int(c[1]), **_pos(meta)
