@@ -12,6 +12,7 @@ default this test sees failed workflow tasks.
 from __future__ import annotations
 
 import asyncio
+import random
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
@@ -22,6 +23,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from streamctl.limits import MAX_ID_LENGTH
 from streamctl.workflows import messages as m
 from streamctl.workflows.config import CoordinatorConfig
 
@@ -36,6 +38,7 @@ only at Temporal's limit of signals per run, whose refused signals the senders s
 (measured with two CPU burners beside this test: at 20 ms no continue-as-new in 180 s and the
 workflow's queries timed out behind the replays; at 50 ms one every ~30 s)."""
 STATUS_RPC_TIMEOUT = timedelta(seconds=10)
+SENDER_FLOOD = 3200
 
 
 async def _failed_workflow_tasks(client: Client, workflow_id: str) -> list[str]:
@@ -118,4 +121,39 @@ async def test_the_coordinator_continues_as_new_while_events_stream_in(
     finally:
         stop.set()
         await asyncio.gather(*streams, return_exceptions=True)
+        await asyncio.to_thread(client.close)
+
+
+async def test_many_distinct_senders_keep_the_carried_state_within_one_payload(
+    start_coordinator: Callable[..., Any], sqlite_url: str, temporal_client: Client
+) -> None:
+    """The workflow remembers each event sender's last batch number (to drop a batch sent
+    twice) and carries that memory through continue-as-new. 3,200 senders with names of the
+    longest length taken made it over 2 MB: the continue-as-new payload was refused and every
+    workflow task after failed, for good. The memory is bounded now
+    (``MAX_CARRIED_SENDER_BYTES``): the run continues as new and still answers."""
+    coordinator = await start_coordinator(sqlite_url)
+    client = await coordinator.client().connect()
+    try:
+        first = (await coordinator.handle.query("status"))["runs"]
+        draw = random.Random(1729)
+
+        async def send() -> None:
+            # Random CJK: three UTF-8 bytes a character that the payload codec cannot squeeze.
+            sender = "".join(chr(draw.randrange(0x4E00, 0x9FFF)) for _ in range(MAX_ID_LENGTH))
+            await coordinator.handle.signal("events", m.EventBatch(sender, 1, []))
+
+        for _ in range(SENDER_FLOOD // 400):
+            await asyncio.gather(*(send() for _ in range(400)))
+
+        async def continued_and_answers() -> bool:
+            status = await coordinator.handle.query("status", rpc_timeout=STATUS_RPC_TIMEOUT)
+            if status["runs"] < first + 1:
+                return False
+            response = await client.ask_response(m.ListWorkers())
+            return response.ok
+
+        await wait_until(continued_and_answers, timeout=120, interval=0.5)
+        assert await _failed_workflow_tasks(temporal_client, coordinator.workflow_id) == []
+    finally:
         await asyncio.to_thread(client.close)

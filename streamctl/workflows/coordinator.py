@@ -107,6 +107,7 @@ with workflow.unsafe.imports_passed_through():
         INT64_MIN,
         MAX_ACTIONS_PER_TASK,
         MAX_CARRIED_EVENT_BYTES,
+        MAX_CARRIED_SENDER_BYTES,
         MAX_CARRIED_WAITING_ACTIONS,
         MAX_EVENT_BATCH_BYTES,
         MAX_EVENTS_PER_SIGNAL,
@@ -239,6 +240,8 @@ class CoordinatorWorkflow:
         self.pending_requests = 0
         self.compaction_index: dict[tuple[str, str], int] = {}
         self.draining = False
+        self.sender_bytes: int | None = None
+        """What ``state``'s sender memory takes (:func:`_sender_bytes`), once counted."""
         """Continue-as-new is due: the run decides no starts and lets its actions drain."""
         self.closing = False
         """The drain is over: the run refuses new requests and continues as new once the
@@ -403,8 +406,7 @@ class CoordinatorWorkflow:
             )
             return
         now = workflow.now().timestamp()
-        self.state.sender_seqs[batch.sender] = batch.seq
-        self.state.sender_seen_at[batch.sender] = now
+        self._remember_sender(batch.sender, batch.seq, now)
         for envelope in events:
             if _size(envelope) > MAX_REQUEST_BYTES and workflow.patched("drop-oversized-events"):
                 _count_refused("events", "too_large")
@@ -1051,6 +1053,38 @@ class CoordinatorWorkflow:
             if seen < horizon:
                 self.state.sender_seen_at.pop(sender, None)
                 self.state.sender_seqs.pop(sender, None)
+        self.sender_bytes = None
+
+    def _remember_sender(self, sender: str, seq: int, now: float) -> None:
+        """Note ``sender``'s batch ``seq``, within :data:`MAX_CARRIED_SENDER_BYTES`: past it, the
+        sender heard from least recently is forgotten (``sender_seen_at`` is kept in the order
+        senders were last heard from). A forgotten sender's next batch is taken as new, so only
+        a batch it sends again after that long could count twice."""
+        seqs, seen_at = self.state.sender_seqs, self.state.sender_seen_at
+        if not workflow.patched("bounded-sender-memory"):
+            seqs[sender] = seq
+            seen_at[sender] = now
+            return
+        known = seen_at.pop(sender, None) is not None
+        seen_at[sender] = now
+        seqs[sender] = seq
+        if known:
+            return
+        if self.sender_bytes is None:
+            self.sender_bytes = sum(_sender_bytes(name) for name in seen_at)
+        else:
+            self.sender_bytes += _sender_bytes(sender)
+        while self.sender_bytes > MAX_CARRIED_SENDER_BYTES and len(seen_at) > 1:
+            oldest = next(iter(seen_at))
+            seen_at.pop(oldest)
+            seqs.pop(oldest, None)
+            self.sender_bytes -= _sender_bytes(oldest)
+
+
+def _sender_bytes(sender: str) -> int:
+    """What one remembered sender takes in the carried state: its name in both maps, with a
+    number each and the JSON around them."""
+    return 2 * (len(sender.encode(errors="replace")) + 32)
 
 
 def _count_refused(channel: str, reason: str) -> None:
