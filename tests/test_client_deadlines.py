@@ -35,6 +35,7 @@ import streamctl.client.client as client_module
 import streamctl.client.pump as pump_module
 from streamctl.client import errors
 from streamctl.client.client import CoordinatorClient
+from streamctl.client.query_wait import LAST_LOOK_S, QueryWaitTimeout
 from streamctl.worker.coordinator import ensure_coordinator
 from streamctl.workflows import messages as m
 from streamctl.workflows.payload_crypto import key_id
@@ -195,6 +196,32 @@ async def test_a_coordinator_that_never_answers_times_out_every_kind_of_ask(
     assert_timed_out(outcome, elapsed, budget)
     # The update stays unanswered: its attempt ends at the deadline, holding no slot.
     await wait_until(lambda: unanswered_client._inflight_updates == 0, timeout=5)
+
+
+async def test_a_query_wait_on_a_coordinator_that_never_answers_ends_by_its_own_deadline(
+    unanswered_client: CoordinatorClient,
+) -> None:
+    """``wait_for_query`` with a timeout far below ``request_timeout``: its ``wait_query``
+    update is never answered and neither is the last look (``GetQuery``). It raises
+    QueryWaitTimeout at most LAST_LOOK_S after its own deadline; the look was bounded by
+    ``request_timeout`` alone, and a paused coordinator worker made a 3 s wait take 43 s (an
+    adversarial review), a CLI ``--wait-running`` minutes."""
+    unanswered_client.request_timeout = 60.0
+    timeout = 1.0
+    outcome, elapsed = await outcome_of(
+        unanswered_client.wait_for_query(1, timeout=timeout), timeout + 20
+    )
+    assert outcome is not HUNG, f"still waiting {elapsed:.1f}s after a {timeout}s deadline"
+    assert isinstance(outcome, QueryWaitTimeout), repr(outcome)
+    assert timeout - 0.05 <= elapsed <= timeout + LAST_LOOK_S + SLACK_S, elapsed
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), -1.0])
+async def test_an_ask_with_a_timeout_no_clock_passes_is_refused(
+    unanswered_client: CoordinatorClient, timeout: float
+) -> None:
+    with pytest.raises(ValueError, match="timeout"):
+        await unanswered_client.ask(m.GetSink("s"), timeout=timeout)
 
 
 @settings(

@@ -2,7 +2,9 @@
 
 * Property (isolated logic): ``problems()`` names exactly the knobs that break the rules as
   stated here independently (counts are integers of at least 1, ``max_restarts`` of at least
-  0; durations finite seconds within their bounds, three of them above 0), and ``usable()``
+  0, ``max_actions_under_way`` at most 1,000, below Temporal's 2,000 pending activities;
+  durations finite seconds within their bounds, three of them at least a millisecond, the
+  resolution of Temporal's timeouts), and ``usable()``
   keeps every good knob and puts each bad one at its default, so it has no problems.
 * Through a real coordinator: a workflow started by a raw client with knobs no timer or batch
   can take (NaN, infinite, 0 where at least 1 is needed), given to it or in a carried state,
@@ -54,12 +56,16 @@ SECONDS = {
 NOT_ZERO = {"suspect_after", "dead_after", "pass_timeout"}
 
 
+GREATEST_COUNT = {"max_actions_under_way": 1000}
+
+
 def good(name: str, value: Any) -> bool:
     if name in COUNTS:
-        return type(value) is int and COUNTS[name] <= value <= 2**31 - 1
+        greatest = GREATEST_COUNT.get(name, 2**31 - 1)
+        return type(value) is int and COUNTS[name] <= value <= greatest
     if type(value) not in (int, float) or value != value:  # NaN
         return False
-    lowest_ok = value > 0 if name in NOT_ZERO else value >= 0
+    lowest_ok = value >= 0.001 if name in NOT_ZERO else value >= 0
     return lowest_ok and value <= SECONDS[name]
 
 
@@ -67,6 +73,7 @@ ANY_VALUE = (
     st.integers(-(2**64), 2**64)
     | st.floats(allow_nan=True, allow_infinity=True)
     | st.sampled_from([0, 1, -1, 0.0, -0.0, 60.0, 60.0001, 86_400.0, 86_401, True, False])
+    | st.sampled_from([1e-9, 0.0009, 0.001, 1000, 1001, 2000])
     | st.sampled_from([10**400, -(10**400)])  # beyond a float: comparing must not overflow
     | st.none()
     | st.text(max_size=3)

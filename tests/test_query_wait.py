@@ -83,8 +83,11 @@ class ScriptedQuery:
         self.states, self.clock, self.ask_cost = states, clock, ask_cost
         self.asked = 0
 
-    async def ask(self, request: Any) -> dict[str, Any]:
+    async def ask(self, request: Any, timeout: float | None = None) -> dict[str, Any]:
         assert isinstance(request, m.GetQuery) and request.id == 7
+        # Every look is bounded: by the wait's deadline, or briefly once it has passed.
+        assert timeout is not None
+        assert timeout <= max(self.clock.deadline - self.clock.now, query_wait.LAST_LOOK_S)
         self.clock.now += self.ask_cost
         state, desired = self.states[min(self.asked, len(self.states) - 1)]
         self.asked += 1

@@ -220,10 +220,13 @@ class CoordinatorClient(Pump):
 
     # --- requests ----------------------------------------------------------------------------
 
-    async def ask(self, request: Request, *, request_id: str | None = None) -> Any:
+    async def ask(
+        self, request: Request, *, request_id: str | None = None, timeout: float | None = None
+    ) -> Any:
         """Send a request and return its result; raise its typed error if it failed, and
-        :class:`RequestTimeout` if no answer came within ``request_timeout``."""
-        response = await self.ask_response(request, request_id=request_id)
+        :class:`RequestTimeout` if no answer came within ``request_timeout`` (or ``timeout``,
+        when that is shorter)."""
+        response = await self.ask_response(request, request_id=request_id, timeout=timeout)
         return unwrap(response)
 
     def ask_blocking(
@@ -309,15 +312,25 @@ class CoordinatorClient(Pump):
                 if item.waiter is not None:
                     item.waiter.future.cancel()
 
-    async def ask_response(self, request: Request, *, request_id: str | None = None) -> Response:
+    async def ask_response(
+        self, request: Request, *, request_id: str | None = None, timeout: float | None = None
+    ) -> Response:
         envelope = request.to_envelope(request_id or new_id())
-        return await self._outcome(await self._enqueue_request_async(envelope))
+        return await self._outcome(await self._enqueue_request_async(envelope, timeout))
+
+    def _budget(self, timeout: float | None) -> float:
+        """How long a request may take: ``request_timeout``, or a call's shorter ``timeout``."""
+        if timeout is None:
+            return self.request_timeout
+        if not timeout >= 0:  # NaN too: no clock passes it
+            raise ValueError(f"a request's timeout must be a number of seconds >= 0, not {timeout}")
+        return min(timeout, self.request_timeout)
 
     def ask_response_blocking(
         self, request: Request, *, request_id: str | None = None, timeout: float | None = None
     ) -> Response:
         envelope = request.to_envelope(request_id or new_id())
-        budget = self.request_timeout if timeout is None else min(timeout, self.request_timeout)
+        budget = self._budget(timeout)
         deadline = time.monotonic() + budget
         try:
             item = self._enqueue(
@@ -340,11 +353,14 @@ class CoordinatorClient(Pump):
         """Send a raw envelope (for tools and tests that speak the wire format)."""
         return await self._outcome(await self._enqueue_request_async(envelope))
 
-    async def _enqueue_request_async(self, envelope: Envelope) -> Outgoing:
+    async def _enqueue_request_async(
+        self, envelope: Envelope, timeout: float | None = None
+    ) -> Outgoing:
         """Queue a request once the outbox has room (waiting at most until its deadline)."""
+        budget = self._budget(timeout)
         loop = asyncio.get_running_loop()
         waiter = Waiter(loop, loop.create_future())
-        deadline = time.monotonic() + self.request_timeout
+        deadline = time.monotonic() + budget
         while True:
             try:
                 return self._enqueue(
@@ -353,12 +369,12 @@ class CoordinatorClient(Pump):
                     self._requests,
                     0,
                     deadline,
-                    self.request_timeout,
+                    budget,
                     waiter,
                 )
             except OutboxFull:
                 if time.monotonic() >= deadline:
-                    raise _outbox_timeout(envelope, self.request_timeout) from None
+                    raise _outbox_timeout(envelope, budget) from None
                 await asyncio.sleep(0.002)
 
     async def _outcome(self, item: Outgoing) -> Response:

@@ -16,7 +16,8 @@ the coordinator records it in the next pass. Two ways to wait:
   pass and a slow one costs at most ten requests a second.
 
 Every wait is bounded by a deadline on :func:`time.monotonic` (a NaN one, which no clock
-passes, is refused with :class:`ValueError`). Before giving up it looks at the query once
+passes, is refused with :class:`ValueError`), and ends at most :data:`LAST_LOOK_S` after it,
+whatever the coordinator does. Before giving up it looks at the query once
 more (``GetQuery``), so a deadline that passed already (a timeout of 0, the rest of a budget
 shared with other waits) still answers a query that is where the wait wants it, and
 ``NOT_FOUND`` for one that does not exist. It raises only :class:`QueryWaitTimeout` (with the
@@ -32,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from streamctl.client.errors import NotFound
+from streamctl.client.errors import NotFound, RequestTimeout
 from streamctl.limits import MAX_QUERY_WAIT_SECONDS
 from streamctl.workflows import messages as m
 
@@ -45,6 +46,10 @@ SETTLED_STATES: Final = TERMINAL_STATES | {"RUNNING"}
 query may finish before a poll sees it run)."""
 FIRST_POLL_S: Final = 0.01
 MAX_POLL_S: Final = 0.1
+LAST_LOOK_S: Final = 1.0
+"""How long past its deadline a wait may take at most: the last look at the query (a
+``GetQuery``). A ``wait_query`` update not answered by the deadline (a paused or busy worker,
+or one whose timer fires just after it) is left for that last look."""
 STOPPED_RECHECK_S: Final = 1.0
 """How long one ``wait_query`` update waits past a ``STOPPED`` that is a start on its way (see
 :func:`_settles`). The coordinator answers an update by ``current_state`` alone and cannot tell
@@ -90,8 +95,14 @@ async def wait_for_state(
     gets the state of every poll."""
     _require_deadline(query_id, deadline)
     pause = FIRST_POLL_S
+    state = ""
     while True:
-        answer = await client.ask(m.GetQuery(query_id))
+        try:
+            answer = await client.ask(
+                m.GetQuery(query_id), timeout=max(deadline - time.monotonic(), LAST_LOOK_S)
+            )
+        except RequestTimeout:
+            raise _timed_out(query_id, wanted, state) from None
         state = str(answer["current_state"])
         if seen is not None:
             seen(state)
@@ -115,7 +126,12 @@ async def wait_pushed(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return await wait_for_state(client, query_id, wanted, deadline)  # one last look
-        wait = await client.wait_query_update(query_id, pushed, min(remaining, longest))
+        try:
+            wait = await asyncio.wait_for(
+                client.wait_query_update(query_id, pushed, min(remaining, longest)), remaining
+            )
+        except TimeoutError:  # not answered by the deadline: the last look decides
+            wait = None
         if wait is None:  # refused: poll instead
             return await wait_for_state(client, query_id, wanted, deadline)
         if not wait.found:

@@ -81,13 +81,13 @@ def _knob_problem(name: str, value: Any) -> str | None:
         # false for NaN and the infinities too (no timer takes them); compared, not
         # converted, so an integer of any size is refused without OverflowError
         and low <= value <= high
-        and not (name in _ABOVE_ZERO and value == 0)
+        and not (name in _ABOVE_ZERO and value < MIN_NONZERO_SECONDS)
     ):
         return None
     if integer:
         allowed = f"an integer from {low} to {high}"
     elif name in _ABOVE_ZERO:
-        allowed = f"a number of seconds above {low:g} and at most {high:g}"
+        allowed = f"a number of seconds from {MIN_NONZERO_SECONDS:g} to {high:g}"
     else:
         allowed = f"a number of seconds from {low:g} to {high:g}"
     shown = repr(value)
@@ -109,7 +109,8 @@ _BOUNDS: Final[dict[str, tuple[Any, Any]]] = {
     "passes_per_run": (1, _MAX_COUNT),
     "max_history_events": (1, _MAX_COUNT),
     "action_drain_timeout": (0.0, MAX_CONFIG_SECONDS),
-    "max_actions_under_way": (1, _MAX_COUNT),
+    # Temporal fails every workflow task that holds more than 2,000 pending activities.
+    "max_actions_under_way": (1, MAX_ACTIONS_UNDER_WAY),
     "suspect_after": (0.0, MAX_CONFIG_SECONDS),
     "dead_after": (0.0, MAX_CONFIG_SECONDS),
     "max_restarts": (0, _MAX_COUNT),
@@ -118,6 +119,10 @@ _BOUNDS: Final[dict[str, tuple[Any, Any]]] = {
     "pass_timeout": (0.0, MAX_CONFIG_SECONDS),
 }
 _ABOVE_ZERO: Final = frozenset({"suspect_after", "dead_after", "pass_timeout"})
+"""Durations that must not be zero: each becomes a timer or an activity's timeout."""
+MIN_NONZERO_SECONDS: Final = 0.001
+"""The shortest of those: a timedelta keeps microseconds and Temporal milliseconds, so a
+shorter one became a zero timeout, which fails the workflow task that schedules it."""
 
 
 @dataclass

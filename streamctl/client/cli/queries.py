@@ -15,12 +15,13 @@ from streamctl.client.cli.common import (
     reachable_coordinator,
 )
 from streamctl.client.frontend import run_query_action
-from streamctl.workflows.config import COORDINATOR_WORKFLOW_ID
+from streamctl.workflows.config import COORDINATOR_WORKFLOW_ID, MAX_CONFIG_SECONDS
 
 WAIT_RUNNING: Any = typer.Option(
     None,
     "--wait-running",
     min=0.0,
+    max=MAX_CONFIG_SECONDS,  # a day; an infinite wait would never return
     metavar="SECONDS",
     help="Return once the query runs or has ended, waiting at most this long; exit 1 if it "
     "FAILED or did not settle in time.",
