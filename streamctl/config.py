@@ -42,8 +42,11 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 PAYLOAD_KEY_FILE = "payload.key"
 PAYLOAD_KEY_BYTES = 32
@@ -103,12 +106,28 @@ def catalog_url(state: Path | None = None) -> str:
     return f"sqlite:///{(state or state_dir()) / 'catalog.db'}"
 
 
+DEFAULT_BATCH_SIZE = 2000
+DEFAULT_BATCH_TIMEOUT = 0.01
+
+
 def batch_size() -> int:
-    return int(os.environ.get("STREAMCTL_BATCH_SIZE", "2000"))
+    """``STREAMCTL_BATCH_SIZE``; ValueError naming the variable when it is not an integer."""
+    return _number("STREAMCTL_BATCH_SIZE", DEFAULT_BATCH_SIZE, int, "an integer")
 
 
 def batch_timeout() -> float:
-    return float(os.environ.get("STREAMCTL_BATCH_TIMEOUT", "0.01"))
+    """``STREAMCTL_BATCH_TIMEOUT``; ValueError naming the variable when it is not a number."""
+    return _number("STREAMCTL_BATCH_TIMEOUT", DEFAULT_BATCH_TIMEOUT, float, "a number of seconds")
+
+
+def _number(variable: str, default: T, kind: Callable[[str], T], what: str) -> T:
+    raw = os.environ.get(variable)
+    if raw is None:
+        return default
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ValueError(f"{variable} must be {what}, not {raw[:40]!r}") from None
 
 
 def files_dir(state: Path | None = None) -> Path:

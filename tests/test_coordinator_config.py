@@ -17,6 +17,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
+import os
+import subprocess
+import sys
 import uuid
 from typing import Any
 
@@ -131,3 +134,26 @@ async def test_a_raw_start_with_unusable_knobs_still_answers_and_streamctl_refus
         finally:
             await asyncio.to_thread(client.close)
             await handle.terminate("test done")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("STREAMCTL_BATCH_SIZE", "abc"),
+        ("STREAMCTL_BATCH_SIZE", "1.5"),
+        ("STREAMCTL_BATCH_TIMEOUT", "x"),
+    ],
+)
+def test_a_bad_knob_variable_is_a_usage_error_of_the_commands_that_read_it(
+    variable: str, value: str, tmp_path: Any
+) -> None:
+    """It was read when the CLI was imported: every command, ``--help`` too, died with a
+    traceback (an adversarial review)."""
+    env = {**os.environ, variable: value}
+    command = [sys.executable, "-m", "streamctl.client.cli"]
+    shown = subprocess.run([*command, "--help"], env=env, capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    for arguments in (["up", "--state-dir", str(tmp_path)], ["coordinator"]):
+        refused = subprocess.run([*command, *arguments], env=env, capture_output=True, text=True)
+        assert refused.returncode == 2, (arguments, refused.stdout, refused.stderr)
+        assert variable in refused.stderr and "Traceback" not in refused.stderr

@@ -61,9 +61,12 @@ def coordinator(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    coordinator_config = CoordinatorConfig(
-        batch_size=config.batch_size(), timeout=config.batch_timeout()
-    )
+    try:
+        coordinator_config = CoordinatorConfig(
+            batch_size=config.batch_size(), timeout=config.batch_timeout()
+        )
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
     problems = coordinator_config.problems()
     if problems:
         raise typer.BadParameter(

@@ -54,9 +54,17 @@ def up(
     ),
     port: int = typer.Option(7233, help="Temporal frontend port."),
     ui_port: int = typer.Option(8233, help="Temporal Web UI port."),
-    batch_size: int = typer.Option(config.batch_size(), min=1, help="Messages per pass."),
+    # Read from the environment by the option itself, so that a bad value is this command's
+    # usage error, not a failure of every command at import.
+    batch_size: int = typer.Option(
+        config.DEFAULT_BATCH_SIZE, envvar="STREAMCTL_BATCH_SIZE", min=1, help="Messages per pass."
+    ),
     timeout: float = typer.Option(
-        config.batch_timeout(), min=0.0, max=MAX_BATCH_TIMEOUT, help="Seconds to gather a batch."
+        config.DEFAULT_BATCH_TIMEOUT,
+        envvar="STREAMCTL_BATCH_TIMEOUT",
+        min=0.0,
+        max=MAX_BATCH_TIMEOUT,
+        help="Seconds to gather a batch.",
     ),
     coordinators: int = typer.Option(1, help="Coordinator worker processes."),
     agents: int = typer.Option(1, min=0, help="Local Spark agents (local_1 ... local_N)."),
@@ -186,6 +194,10 @@ def status(
 def start_default_stack(directory: Path, file_roots: tuple[Path, ...] = ()) -> None:
     """``up --detach`` with the defaults, for commands that bring their own stack; its
     messages go to stderr, so that a command's ``--json`` output stays alone on stdout."""
+    try:
+        batch_size, timeout = config.batch_size(), config.batch_timeout()
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
     with contextlib.redirect_stdout(sys.stderr):
         up(
             detach=True,
@@ -193,8 +205,8 @@ def start_default_stack(directory: Path, file_roots: tuple[Path, ...] = ()) -> N
             catalog=None,
             port=7233,
             ui_port=8233,
-            batch_size=config.batch_size(),
-            timeout=config.batch_timeout(),
+            batch_size=batch_size,
+            timeout=timeout,
             coordinators=1,
             agents=1,
             file_root=list(file_roots),
