@@ -112,16 +112,20 @@ DEFAULT_BATCH_TIMEOUT = 0.01
 
 def batch_size() -> int:
     """``STREAMCTL_BATCH_SIZE``; ValueError naming the variable when it is not an integer."""
-    return _number("STREAMCTL_BATCH_SIZE", DEFAULT_BATCH_SIZE, int, "an integer")
+    raw = os.environ.get("STREAMCTL_BATCH_SIZE")
+    return _number("STREAMCTL_BATCH_SIZE", raw, DEFAULT_BATCH_SIZE, int, "an integer")
 
 
 def batch_timeout() -> float:
     """``STREAMCTL_BATCH_TIMEOUT``; ValueError naming the variable when it is not a number."""
-    return _number("STREAMCTL_BATCH_TIMEOUT", DEFAULT_BATCH_TIMEOUT, float, "a number of seconds")
+    raw = os.environ.get("STREAMCTL_BATCH_TIMEOUT")
+    return _number(
+        "STREAMCTL_BATCH_TIMEOUT", raw, DEFAULT_BATCH_TIMEOUT, float, "a number of seconds"
+    )
 
 
-def _number(variable: str, default: T, kind: Callable[[str], T], what: str) -> T:
-    raw = os.environ.get(variable)
+def _number(variable: str, raw: str | None, default: T, kind: Callable[[str], T], what: str) -> T:
+    # Each variable is read where it is named (tests/test_compose.py finds the reads by name).
     if raw is None:
         return default
     try:
