@@ -239,9 +239,9 @@ class CoordinatorWorkflow:
         self.request_batches: list[RequestBatch] = []
         self.pending_requests = 0
         self.compaction_index: dict[tuple[str, str], int] = {}
-        self.draining = False
         self.sender_bytes: int | None = None
         """What ``state``'s sender memory takes (:func:`_sender_bytes`), once counted."""
+        self.draining = False
         """Continue-as-new is due: the run decides no starts and lets its actions drain."""
         self.closing = False
         """The drain is over: the run refuses new requests and continues as new once the
