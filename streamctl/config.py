@@ -126,7 +126,7 @@ def batch_timeout() -> float:
 
 def _number(variable: str, raw: str | None, default: T, kind: Callable[[str], T], what: str) -> T:
     # Each variable is read where it is named (tests/test_compose.py finds the reads by name).
-    if raw is None:
+    if not raw:  # unset, or set empty, which the options' own reading takes as unset too
         return default
     try:
         return kind(raw)

@@ -94,10 +94,14 @@ def test_problems_name_exactly_the_bad_knobs_and_usable_replaces_only_those(
     assert {problem.split(" ", 1)[0] for problem in problems} == bad
     assert len(problems) == len(bad)
     usable = config.usable()
-    assert usable.problems() == []
+    # A run may hold more actions under way than a start may ask for (runs recorded before
+    # the bound must replay): usable() keeps such a count, and the workflow caps it.
+    actions = knobs.get("max_actions_under_way")
+    kept = {"max_actions_under_way"} if type(actions) is int and 1000 < actions < 2**31 else set()
+    assert {problem.split(" ", 1)[0] for problem in usable.problems()} == kept
     defaults = CoordinatorConfig()
     for field in dataclasses.fields(CoordinatorConfig):
-        expected = getattr(defaults if field.name in bad else config, field.name)
+        expected = getattr(defaults if field.name in bad - kept else config, field.name)
         assert getattr(usable, field.name) == expected
 
 

@@ -101,13 +101,14 @@ async def wait_for_state(
             answer = await client.ask(
                 m.GetQuery(query_id), timeout=max(deadline - time.monotonic(), LAST_LOOK_S)
             )
-        except RequestTimeout:
-            raise _timed_out(query_id, wanted, state) from None
-        state = str(answer["current_state"])
-        if seen is not None:
-            seen(state)
-        if _settles(answer, wanted):
-            return dict(answer)
+        except RequestTimeout:  # ``request_timeout`` may be shorter than the wait: ask again
+            answer = None
+        if answer is not None:
+            state = str(answer["current_state"])
+            if seen is not None:
+                seen(state)
+            if _settles(answer, wanted):
+                return dict(answer)
         now = time.monotonic()
         if now >= deadline:
             raise _timed_out(query_id, wanted, state)

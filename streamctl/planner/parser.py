@@ -640,14 +640,21 @@ class _AstBuilder(Transformer[Token, Any]):
 
     def in_list(self, meta: Meta, c: list[Any]) -> ast.Expression:
         # ``x [NOT] IN (a, b, ...)`` is ``[NOT] (x = a OR x = b OR ...)``, as in SQL.
+        # The ORs form a balanced tree: a chain would nest as deep as the list is long, and
+        # the binder's recursion refused lists of a few hundred.
         operand, negated, _, *candidates = c
         position = _pos(meta)
-        matches: ast.Expression = ast.BinaryOp(
-            op="==", left=operand, right=candidates[0], **position
-        )
-        for candidate in candidates[1:]:
-            equal = ast.BinaryOp(op="==", left=operand, right=candidate, **position)
-            matches = ast.BinaryOp(op="OR", left=matches, right=equal, **position)
+        equals: list[ast.Expression] = [
+            ast.BinaryOp(op="==", left=operand, right=candidate, **position)
+            for candidate in candidates
+        ]
+        while len(equals) > 1:
+            paired: list[ast.Expression] = [
+                ast.BinaryOp(op="OR", left=left, right=right, **position)
+                for left, right in zip(equals[::2], equals[1::2], strict=False)
+            ]
+            equals = paired + equals[len(paired) * 2 :]
+        matches = equals[0]
         return matches if negated is None else ast.UnaryOp(op="NOT", operand=matches, **position)
 
     def binary(self, meta: Meta, c: list[Any]) -> ast.BinaryOp:

@@ -55,25 +55,27 @@ class CoordinatorConfig:
         Counts are integers of at least 1 (``max_restarts``: 0); durations are seconds within
         ``[0, MAX_CONFIG_SECONDS]`` (the batching ``timeout`` at most ``MAX_BATCH_TIMEOUT``),
         ``suspect_after``, ``dead_after`` and ``pass_timeout`` above 0."""
-        found = (_knob_problem(name, getattr(self, name)) for name in _BOUNDS)
+        found = (_knob_problem(name, getattr(self, name), _START_BOUNDS) for name in _BOUNDS)
         return [problem for problem in found if problem is not None]
 
     def usable(self) -> CoordinatorConfig:
         """This configuration with each unusable knob (:meth:`problems`) at its default: what
         the workflow runs with, since a NaN or infinite timer, or a batch of no events, would
-        fail or stall its every workflow task."""
+        fail or stall its every workflow task. A ``max_actions_under_way`` above
+        ``MAX_ACTIONS_UNDER_WAY`` is kept: runs that held one before it was refused must
+        replay; the workflow caps it."""
         defaults = CoordinatorConfig()
         fixes = {
             name: getattr(defaults, name)
             for name in _BOUNDS
-            if _knob_problem(name, getattr(self, name)) is not None
+            if _knob_problem(name, getattr(self, name), _BOUNDS) is not None
         }
         return dataclasses.replace(self, **fixes) if fixes else self
 
 
-def _knob_problem(name: str, value: Any) -> str | None:
-    """Why ``value`` cannot be the knob ``name`` (:data:`_BOUNDS`), or None when it can."""
-    low, high = _BOUNDS[name]
+def _knob_problem(name: str, value: Any, bounds: dict[str, tuple[Any, Any]]) -> str | None:
+    """Why ``value`` cannot be the knob ``name`` (by ``bounds``), or None when it can."""
+    low, high = bounds[name]
     integer = isinstance(low, int)
     if (
         not isinstance(value, bool)
@@ -109,14 +111,21 @@ _BOUNDS: Final[dict[str, tuple[Any, Any]]] = {
     "passes_per_run": (1, _MAX_COUNT),
     "max_history_events": (1, _MAX_COUNT),
     "action_drain_timeout": (0.0, MAX_CONFIG_SECONDS),
-    # Temporal fails every workflow task that holds more than 2,000 pending activities.
-    "max_actions_under_way": (1, MAX_ACTIONS_UNDER_WAY),
+    "max_actions_under_way": (1, _MAX_COUNT),
     "suspect_after": (0.0, MAX_CONFIG_SECONDS),
     "dead_after": (0.0, MAX_CONFIG_SECONDS),
     "max_restarts": (0, _MAX_COUNT),
     "restart_delay": (0.0, MAX_CONFIG_SECONDS),
     "restart_max_delay": (0.0, MAX_CONFIG_SECONDS),
     "pass_timeout": (0.0, MAX_CONFIG_SECONDS),
+}
+_START_BOUNDS: Final[dict[str, tuple[Any, Any]]] = {
+    **_BOUNDS,
+    # Temporal fails every workflow task that holds more than 2,000 pending activities. A
+    # configuration that starts a workflow is refused above this; one a run already holds
+    # (usable()) keeps its value, which the workflow caps itself, behind a patch, so that
+    # runs recorded before replay.
+    "max_actions_under_way": (1, MAX_ACTIONS_UNDER_WAY),
 }
 _ABOVE_ZERO: Final = frozenset({"suspect_after", "dead_after", "pass_timeout"})
 """Durations that must not be zero: each becomes a timer or an activity's timeout."""

@@ -88,6 +88,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -106,6 +107,7 @@ with workflow.unsafe.imports_passed_through():
         INT64_MAX,
         INT64_MIN,
         MAX_ACTIONS_PER_TASK,
+        MAX_ACTIONS_UNDER_WAY,
         MAX_CARRIED_EVENT_BYTES,
         MAX_CARRIED_SENDER_BYTES,
         MAX_CARRIED_WAITING_ACTIONS,
@@ -391,6 +393,12 @@ class CoordinatorWorkflow:
             return
         if batch.seq <= self.state.sender_seqs.get(batch.sender, 0):
             return  # delivered before
+        if not INT64_MIN <= batch.seq <= INT64_MAX and workflow.patched("bounded-sender-memory"):
+            # Remembered in the carried state, a number of thousands of digits would make it
+            # outgrow its payload (MAX_CARRIED_SENDER_BYTES counts 64-bit ones).
+            workflow.logger.warning("events signal: seq %.40s... is beyond 64 bits", batch.seq)
+            _count_refused("events", "malformed")
+            return
         events = batch.events  # a list of Envelopes: decode_event_batch checked it
         size = sum(_size(e) for e in events)
         if len(events) > MAX_EVENTS_PER_SIGNAL or size > MAX_EVENT_BATCH_BYTES:
@@ -759,7 +767,7 @@ class CoordinatorWorkflow:
             self.actions_waiting.append(action)
             self._release_waiting_actions()
             return
-        if len(self.actions_under_way) >= self.state.config.max_actions_under_way:
+        if len(self.actions_under_way) >= self._max_actions_under_way():
             self.actions_waiting.append(action)
             return
         self._launch(action)
@@ -775,7 +783,7 @@ class CoordinatorWorkflow:
             self._release_waiting_actions()
             return
         while self.actions_waiting and (
-            len(self.actions_under_way) < self.state.config.max_actions_under_way
+            len(self.actions_under_way) < self._max_actions_under_way()
         ):
             self._start_action(self.actions_waiting.pop(0))
 
@@ -792,7 +800,7 @@ class CoordinatorWorkflow:
         task = workflow.info().get_current_history_length()  # the same all through one task
         if task != self.launch_task:
             self.launch_task, self.launched_in_task = task, 0
-        room = self.state.config.max_actions_under_way - len(self.actions_under_way)
+        room = self._max_actions_under_way() - len(self.actions_under_way)
         count = min(room, MAX_ACTIONS_PER_TASK - self.launched_in_task, len(self.actions_waiting))
         if self.closing:
             count = min(count, excess)
@@ -811,7 +819,7 @@ class CoordinatorWorkflow:
             self.serve_while_draining
             and not self.closing
             and bool(self.actions_waiting)
-            and len(self.actions_under_way) < self.state.config.max_actions_under_way
+            and len(self.actions_under_way) < self._max_actions_under_way()
         )
 
     async def _quiet_for_continue_as_new(self) -> bool:
@@ -890,7 +898,7 @@ class CoordinatorWorkflow:
         if self.draining:
             return 0
         taken = len(self.actions_under_way) + len(self.actions_waiting)
-        return max(0, self.state.config.max_actions_under_way - taken)
+        return max(0, self._max_actions_under_way() - taken)
 
     async def _run_action(self, action: AgentAction) -> None:
         """Run one agent action without blocking the loop (:func:`.agent_calls.run_action`);
@@ -1055,36 +1063,43 @@ class CoordinatorWorkflow:
                 self.state.sender_seqs.pop(sender, None)
         self.sender_bytes = None
 
+    def _max_actions_under_way(self) -> int:
+        """``max_actions_under_way``, at most :data:`MAX_ACTIONS_UNDER_WAY` (Temporal fails the
+        workflow tasks of a run with more than 2,000 pending activities); a run recorded with
+        a larger one before it was capped replays with it."""
+        configured = self.state.config.max_actions_under_way
+        if configured > MAX_ACTIONS_UNDER_WAY and workflow.patched("bounded-actions-under-way"):
+            return MAX_ACTIONS_UNDER_WAY
+        return configured
+
     def _remember_sender(self, sender: str, seq: int, now: float) -> None:
         """Note ``sender``'s batch ``seq``, within :data:`MAX_CARRIED_SENDER_BYTES`: past it, the
-        sender heard from least recently is forgotten (``sender_seen_at`` is kept in the order
-        senders were last heard from). A forgotten sender's next batch is taken as new, so only
-        a batch it sends again after that long could count twice."""
+        sender heard from least recently (by ``sender_seen_at``'s times: the maps' order does
+        not survive continue-as-new, whose JSON sorts their keys) is forgotten. A forgotten
+        sender's next batch is taken as new, so only a batch it sends again after that long
+        could count twice."""
         seqs, seen_at = self.state.sender_seqs, self.state.sender_seen_at
-        if not workflow.patched("bounded-sender-memory"):
-            seqs[sender] = seq
-            seen_at[sender] = now
-            return
-        known = seen_at.pop(sender, None) is not None
-        seen_at[sender] = now
+        known = sender in seen_at
         seqs[sender] = seq
-        if known:
+        seen_at[sender] = now
+        if known or not workflow.patched("bounded-sender-memory"):
             return
         if self.sender_bytes is None:
             self.sender_bytes = sum(_sender_bytes(name) for name in seen_at)
         else:
             self.sender_bytes += _sender_bytes(sender)
         while self.sender_bytes > MAX_CARRIED_SENDER_BYTES and len(seen_at) > 1:
-            oldest = next(iter(seen_at))
-            seen_at.pop(oldest)
+            oldest = min(seen_at, key=seen_at.__getitem__)
+            del seen_at[oldest]
             seqs.pop(oldest, None)
             self.sender_bytes -= _sender_bytes(oldest)
 
 
 def _sender_bytes(sender: str) -> int:
-    """What one remembered sender takes in the carried state: its name in both maps, with a
-    number each and the JSON around them."""
-    return 2 * (len(sender.encode(errors="replace")) + 32)
+    """What one remembered sender takes in the carried state at most: its name in both maps as
+    JSON writes it (escaped: six bytes for a control character, twelve for an emoji), with a
+    64-bit number or a timestamp each and the punctuation around them."""
+    return 2 * (len(json.dumps(sender)) + 32)
 
 
 def _count_refused(channel: str, reason: str) -> None:

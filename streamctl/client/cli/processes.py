@@ -43,6 +43,23 @@ def metrics_address(port: int | None) -> MetricsAddress:
     return MetricsAddress(config.metrics_host(), config.metrics_port() if port is None else port)
 
 
+def _workflow_config() -> CoordinatorConfig:
+    """The coordinator configuration ``STREAMCTL_BATCH_SIZE``/``_TIMEOUT`` ask for; a usage
+    error naming what is wrong."""
+    try:
+        workflow_config = CoordinatorConfig(
+            batch_size=config.batch_size(), timeout=config.batch_timeout()
+        )
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+    problems = workflow_config.problems()
+    if problems:
+        raise typer.BadParameter(
+            f"{'; '.join(problems)} (from STREAMCTL_BATCH_SIZE, STREAMCTL_BATCH_TIMEOUT)"
+        )
+    return workflow_config
+
+
 @app.command()
 def coordinator(
     address: AddressOption = None,
@@ -61,17 +78,9 @@ def coordinator(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    try:
-        coordinator_config = CoordinatorConfig(
-            batch_size=config.batch_size(), timeout=config.batch_timeout()
-        )
-    except ValueError as error:
-        raise typer.BadParameter(str(error)) from None
-    problems = coordinator_config.problems()
-    if problems:
-        raise typer.BadParameter(
-            f"{'; '.join(problems)} (from STREAMCTL_BATCH_SIZE, STREAMCTL_BATCH_TIMEOUT)"
-        )
+    # The variables configure the workflow this worker starts; one that only polls (the
+    # workers `up` runs, which inherit its environment) has no use for them.
+    coordinator_config = _workflow_config() if start_workflow else None
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
             run_coordinator_worker(
