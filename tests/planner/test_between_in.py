@@ -87,3 +87,14 @@ def test_between_binds_tighter_than_and() -> None:
     data = [(0, 1, 0, 2), (1, 5, 0, 2), (2, 1, None, 2)]
     predicate = "x BETWEEN a AND b AND x > INT32(0)"
     assert _ours(predicate, data) == _standard(predicate.replace("INT32(0)", "0"), data)
+
+
+def test_a_long_in_list_binds_and_matches_its_members() -> None:
+    """The ORs of an IN list form a balanced tree: as a chain, 350 members passed the parser
+    and hit the binder's recursion ("nested too deeply")."""
+    members = range(0, 3000, 3)
+    data = [(ts, value, None, None) for ts, value in enumerate([-1, 0, 1, 3, 2997, 2998, 3000])]
+    listed = ", ".join(_typed(member) for member in members)
+    assert _ours(f"x IN ({listed})", data) == _standard(
+        f"x IN ({', '.join(map(str, members))})", data
+    )
