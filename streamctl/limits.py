@@ -92,6 +92,7 @@ above 2 MB; a single event is at most ``MAX_REQUEST_BYTES`` (larger ones are dro
 they arrive: the pass would refuse them anyway)."""
 MAX_CARRIED_SENDER_BYTES = 256 * 1024
 """What the workflow's memory of event senders (each sender's last batch number, to drop a
-batch delivered twice) may take in the carried state, by the senders' UTF-8 names. A run that
-hears from more senders forgets the one it heard from least recently; without a bound, many
-distinct senders grew the state past the 2 MB payload limit and every workflow task failed."""
+batch delivered twice) may take in the carried state, its names counted as JSON writes them.
+A run that hears from more senders forgets the one it heard from least recently; without a
+bound, many distinct senders grew the state past the 2 MB payload limit and every workflow
+task failed."""

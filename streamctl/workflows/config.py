@@ -52,9 +52,10 @@ class CoordinatorConfig:
 
     def problems(self) -> list[str]:
         """What makes this configuration unusable, a sentence per knob (none: it is usable).
-        Counts are integers of at least 1 (``max_restarts``: 0); durations are seconds within
-        ``[0, MAX_CONFIG_SECONDS]`` (the batching ``timeout`` at most ``MAX_BATCH_TIMEOUT``),
-        ``suspect_after``, ``dead_after`` and ``pass_timeout`` above 0."""
+        Counts are integers of at least 1 (``max_restarts``: 0; ``max_actions_under_way`` at
+        most ``MAX_ACTIONS_UNDER_WAY``); durations are seconds within ``[0, MAX_CONFIG_SECONDS]``
+        (the batching ``timeout`` at most ``MAX_BATCH_TIMEOUT``), ``suspect_after``,
+        ``dead_after`` and ``pass_timeout`` at least ``MIN_NONZERO_SECONDS``."""
         found = (_knob_problem(name, getattr(self, name), _START_BOUNDS) for name in _BOUNDS)
         return [problem for problem in found if problem is not None]
 

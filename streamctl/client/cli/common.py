@@ -55,6 +55,15 @@ def memory_size(value: str | None) -> str | None:
         raise typer.BadParameter(str(error)) from None
 
 
+def batch_knobs() -> tuple[int, float]:
+    """``STREAMCTL_BATCH_SIZE`` and ``STREAMCTL_BATCH_TIMEOUT``; a usage error naming the
+    variable that is not a number."""
+    try:
+        return config.batch_size(), config.batch_timeout()
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+
+
 def coordinator_status(
     address: str, workflow_id: str = COORDINATOR_WORKFLOW_ID
 ) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ from streamctl import config
 from streamctl.client.cli.common import (
     DRIVER_MEMORY_HELP,
     AddressOption,
+    batch_knobs,
     console,
     memory_size,
     temporal_address,
@@ -46,12 +47,8 @@ def metrics_address(port: int | None) -> MetricsAddress:
 def _workflow_config() -> CoordinatorConfig:
     """The coordinator configuration ``STREAMCTL_BATCH_SIZE``/``_TIMEOUT`` ask for; a usage
     error naming what is wrong."""
-    try:
-        workflow_config = CoordinatorConfig(
-            batch_size=config.batch_size(), timeout=config.batch_timeout()
-        )
-    except ValueError as error:
-        raise typer.BadParameter(str(error)) from None
+    batch_size, timeout = batch_knobs()
+    workflow_config = CoordinatorConfig(batch_size=batch_size, timeout=timeout)
     problems = workflow_config.problems()
     if problems:
         raise typer.BadParameter(

@@ -22,6 +22,7 @@ from streamctl.client.cli.common import (
     JsonOption,
     StateDirOption,
     WorkflowIdOption,
+    batch_knobs,
     console,
     coordinator_status,
     memory_size,
@@ -194,10 +195,7 @@ def status(
 def start_default_stack(directory: Path, file_roots: tuple[Path, ...] = ()) -> None:
     """``up --detach`` with the defaults, for commands that bring their own stack; its
     messages go to stderr, so that a command's ``--json`` output stays alone on stdout."""
-    try:
-        batch_size, timeout = config.batch_size(), config.batch_timeout()
-    except ValueError as error:
-        raise typer.BadParameter(str(error)) from None
+    batch_size, timeout = batch_knobs()
     with contextlib.redirect_stdout(sys.stderr):
         up(
             detach=True,
