@@ -505,40 +505,33 @@ class _AstBuilder(Transformer[Token, Any]):
     def window_clause(self, meta: Meta, c: list[Any]) -> ast.WindowSpec:
         return cast(ast.WindowSpec, c[1])
 
+    # A window names its event-time column, or (a join's, as newer NebulaStream grammars
+    # write it) each input's, left first: TUMBLING(ts1, ts2, SIZE 1 SEC).
     def tumbling(self, meta: Meta, c: list[Any]) -> ast.WindowSpec:
+        *columns, size = c[1:]
+        left, right = self._time_columns(columns)
         return ast.WindowSpec(
-            kind="TUMBLING", time_column=self._time_column(c[1]), size=c[2], **_pos(meta)
+            kind="TUMBLING", time_column=left, right_time_column=right, size=size, **_pos(meta)
         )
 
     def sliding(self, meta: Meta, c: list[Any]) -> ast.WindowSpec:
+        *columns, size, advance = c[1:]
+        left, right = self._time_columns(columns)
         return ast.WindowSpec(
             kind="SLIDING",
-            time_column=self._time_column(c[1]),
-            size=c[2],
-            advance=c[3],
+            time_column=left,
+            right_time_column=right,
+            size=size,
+            advance=advance,
             **_pos(meta),
         )
 
-    # A join's window may name each input's event-time column, left first, as newer
-    # NebulaStream grammars take it: TUMBLING(ts1, ts2, SIZE 1 SEC).
-    def tumbling_pair(self, meta: Meta, c: list[Any]) -> ast.WindowSpec:
-        return ast.WindowSpec(
-            kind="TUMBLING",
-            time_column=self._time_column(c[1]),
-            right_time_column=self._time_column(c[2]),
-            size=c[3],
-            **_pos(meta),
-        )
-
-    def sliding_pair(self, meta: Meta, c: list[Any]) -> ast.WindowSpec:
-        return ast.WindowSpec(
-            kind="SLIDING",
-            time_column=self._time_column(c[1]),
-            right_time_column=self._time_column(c[2]),
-            size=c[3],
-            advance=c[4],
-            **_pos(meta),
-        )
+    def _time_columns(
+        self, columns: list[Any]
+    ) -> tuple[ast.ColumnRef | None, ast.ColumnRef | None]:
+        """The window's event-time column (None: not named) and a join's right input's."""
+        right = columns[1] if len(columns) > 1 else None
+        return self._time_column(columns[0]), self._time_column(right)
 
     def count_window(self, meta: Meta, c: list[Any]) -> ast.WindowSpec:
         return ast.WindowSpec(
