@@ -13,7 +13,7 @@ from typing import Any
 
 from streamctl.activities.passes import CatalogWork
 from streamctl.workflows import messages as m
-from streamctl.workflows.passes import PassInput, request_batches_json
+from streamctl.workflows.passes import PassInput, QuarantineInput, request_batches_json
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
 
@@ -79,3 +79,31 @@ def test_a_reused_id_with_another_request_is_refused_inside_one_pass(catalog_url
     )
     assert replayed.replayed
     assert [json.loads(batch) for batch in replayed.responses] == [[one], [two, three]]
+
+
+def test_a_retry_of_a_set_aside_request_gets_its_stored_answer(catalog_url):
+    """A request that failed every pass is set aside with its answer stored under its id; the
+    client's retry of that id (the same request) gets that answer. It was refused
+    ``ID_REUSED``: ``set_aside`` stores the request as ``{"unstorable": text}``, a shape the
+    comparison with the stored request did not know."""
+    activities = CatalogWork(catalog_url)
+    poison = m.CreateLogicalSource("poison", SCHEMA)
+    envelope = poison.to_envelope("id-poison")
+    activities.set_aside(
+        QuarantineInput(
+            "id-poison",
+            envelope.kind,
+            repr(envelope.body),
+            "pass 1",
+            "the pass failed on this message alone",
+            m.Response(
+                id="id-poison",
+                ok=False,
+                error_code="INTERNAL",
+                error_message="the pass failed on this request alone",
+            ),
+        )
+    )
+    [[retry]] = answers(activities, 2, [("id-poison", poison)])
+    assert outcome(retry) == "INTERNAL", retry
+    assert retry["error_message"] == "the pass failed on this request alone"

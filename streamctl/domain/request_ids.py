@@ -94,8 +94,12 @@ def _same_as_stored(stored: Any, envelope: Envelope) -> bool:
     if not isinstance(stored, dict):
         return True  # nothing to compare with
     body = stored.get("body")
-    if isinstance(body, dict) and body.keys() == {"unstorable"}:
-        return True  # only its text was kept (the pass quarantined it): cannot compare
+    if stored.keys() == {"unstorable"} or (
+        isinstance(body, dict) and body.keys() == {"unstorable"}
+    ):
+        # Only its text was kept, cannot compare: a request set aside after failing every
+        # pass (quarantine.set_aside stores {"unstorable": text}), or one too large to store.
+        return True
     kind = stored.get("kind")
     # The stored kind is cut to its column's 64 characters.
     return (
