@@ -12,6 +12,8 @@ import json
 from typing import Any
 
 from streamctl.activities.passes import CatalogWork
+from streamctl.client.errors import UndecodableAnswer
+from streamctl.client.pump import pair_answers
 from streamctl.workflows import messages as m
 from streamctl.workflows.passes import PassInput, QuarantineInput, request_batches_json
 
@@ -107,3 +109,23 @@ def test_a_retry_of_a_set_aside_request_gets_its_stored_answer(catalog_url):
     [[retry]] = answers(activities, 2, [("id-poison", poison)])
     assert outcome(retry) == "INTERNAL", retry
     assert retry["error_message"] == "the pass failed on this request alone"
+
+
+def test_two_requests_under_one_id_in_one_update_each_get_their_own_answer(catalog_url):
+    """The pass answers a batch by position: the first request under an id is applied, the
+    second refused ``ID_REUSED``. The client paired a batch's answers by id, so both callers
+    got the last answer, although the first request was applied."""
+    activities = CatalogWork(catalog_url)
+    first, second = m.CreateLogicalSource("first", SCHEMA), m.CreateLogicalSource("second", SCHEMA)
+    [answered] = answers(activities, 1, [("id-1", first), ("id-1", second)])
+    responses = [m.Response(**plain) for plain in answered]
+    mine, theirs = pair_answers(["id-1", "id-1"], responses)
+    assert isinstance(mine, m.Response) and mine.ok, mine
+    assert isinstance(theirs, m.Response) and theirs.error_code == "ID_REUSED", theirs
+
+
+def test_answers_out_of_order_are_paired_by_id():
+    responses = [m.Response(id=f"id-{n}", ok=True, result=n) for n in (3, 1, 2)]
+    paired = pair_answers(["id-1", "id-2", "id-3", "id-4"], responses[:3] + [])
+    assert [getattr(p, "result", None) for p in paired[:3]] == [1, 2, 3]
+    assert isinstance(paired[3], UndecodableAnswer)

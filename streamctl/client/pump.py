@@ -293,18 +293,14 @@ class Pump:
                 await asyncio.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 2.0)
         try:
-            by_id = self._read_answer(answer)
+            responses = self._read_answer(answer)
         except UndecodableAnswer as error:
             log.warning("%s", error)
             settle(batch, _failing_with(error))
             return
-        settle(
-            batch,
-            lambda item: (
-                by_id.get(item.envelope.id)
-                or UndecodableAnswer(f"the answer lacks request {item.envelope.id}")
-            ),
-        )
+        outcomes = pair_answers([item.envelope.id for item in batch], responses)
+        by_item = {id(item): outcome for item, outcome in zip(batch, outcomes, strict=True)}
+        settle(batch, lambda item: by_item[id(item)])
         self.stats.requests_answered += len(batch)
 
     def _undecodable(self, error: Exception) -> UndecodableAnswer:
@@ -313,8 +309,8 @@ class Pump:
             return MissingPayloadKey(error.key_id, self._held_keys)
         return UndecodableAnswer(f"{type(error).__name__}: {error}")
 
-    def _read_answer(self, answer: RawValue) -> dict[str, Response]:
-        """The responses of a ``submit`` answer by request id; :class:`UndecodableAnswer`
+    def _read_answer(self, answer: RawValue) -> list[Response]:
+        """The responses of a ``submit`` answer, in the batch's order; :class:`UndecodableAnswer`
         (:class:`MissingPayloadKey` for an encrypted one) when this client cannot read it."""
         payload = answer.payload
         needed = encrypted_with(payload)
@@ -327,7 +323,7 @@ class Pump:
                 "coordinator uses a payload codec or converter this client lacks"
             )
         try:
-            return {plain["id"]: Response(**plain) for plain in orjson.loads(payload.data)}
+            return [Response(**plain) for plain in orjson.loads(payload.data)]
         except (ValueError, TypeError, KeyError) as error:
             raise UndecodableAnswer(
                 f"it is not a list of responses ({type(error).__name__}: {error})"
@@ -358,6 +354,24 @@ class Pump:
                 delay = min(delay * 2, 2.0)
         settle(batch, lambda _item: None)
         self.stats.events_delivered += sum(item.merged + 1 for item in batch)
+
+
+def pair_answers(
+    ids: Sequence[str], responses: Sequence[Response]
+) -> list[Response | UndecodableAnswer]:
+    """Each request's answer, for the requests of one ``submit`` update (their ids in order):
+    by position, as the pass writes them, where the answer's ids match the requests' in
+    order; otherwise by id. By position, two requests under one id in one update get an
+    answer each (the first its own, the second ``ID_REUSED``), not both the last one."""
+    if len(responses) == len(ids) and all(
+        response.id == request_id for response, request_id in zip(responses, ids, strict=True)
+    ):
+        return list(responses)
+    by_id = {response.id: response for response in responses}
+    return [
+        by_id.get(request_id) or UndecodableAnswer(f"the answer lacks request {request_id}")
+        for request_id in ids
+    ]
 
 
 def _failing_with(error: UndecodableAnswer) -> Callable[[Outgoing], BaseException]:
