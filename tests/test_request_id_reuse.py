@@ -126,6 +126,6 @@ def test_two_requests_under_one_id_in_one_update_each_get_their_own_answer(catal
 
 def test_answers_out_of_order_are_paired_by_id():
     responses = [m.Response(id=f"id-{n}", ok=True, result=n) for n in (3, 1, 2)]
-    paired = pair_answers(["id-1", "id-2", "id-3", "id-4"], responses[:3] + [])
+    paired = pair_answers(["id-1", "id-2", "id-3", "id-4"], responses)
     assert [getattr(p, "result", None) for p in paired[:3]] == [1, 2, 3]
     assert isinstance(paired[3], UndecodableAnswer)
