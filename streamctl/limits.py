@@ -27,6 +27,11 @@ MAX_NESTING_DEPTH = 32
 
 MAX_REQUEST_BYTES = 256 * 1024
 """A single request's encoded body may not be larger than this."""
+MAX_PASS_EVENT_BYTES = 512 * 1024
+"""The events one pass takes, in all (their buffered sizes; always one event at least). A pass's
+input is one Temporal payload with its requests (``max_batch_bytes``, 1 MB by default), and
+Temporal fails a payload above 2 MB: a dozen events of ~250 KB each made an input of 2.3 MB,
+whose workflow task failed again on every retry."""
 MAX_RESPONSE_BYTES = 512 * 1024
 """A single answer (a listing) may not be larger than this; larger ones are paged or refused."""
 MAX_PAGE_ROWS = 1000

@@ -20,7 +20,9 @@ from typing import Any
 
 from conftest import wait_until
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
+from temporalio.common import RawValue
 from temporalio.service import RPCError, RPCStatusCode
 
 from streamctl.limits import MAX_ID_LENGTH
@@ -154,6 +156,50 @@ async def test_many_distinct_senders_keep_the_carried_state_within_one_payload(
             return response.ok
 
         await wait_until(continued_and_answers, timeout=120, interval=0.5)
+        assert await _failed_workflow_tasks(temporal_client, coordinator.workflow_id) == []
+    finally:
+        await asyncio.to_thread(client.close)
+
+
+async def test_hostile_event_bodies_fail_no_workflow_task(
+    start_coordinator: Callable[..., Any], sqlite_url: str, temporal_client: Client
+) -> None:
+    """Events a pass would refuse must not stop the workflow before it gets there:
+
+    * a body nested ~950 levels deep was buffered, and encoding the pass's input overflowed
+      the stack: every workflow task failed from then on (now dropped on arrival, deeper
+      than ``MAX_NESTING_DEPTH``);
+    * a dozen events of ~250 KB of text each (under the per-event limit) made one pass's
+      input 2.3 MB, over Temporal's 2 MB payload limit (a pass now takes events up to
+      ``MAX_PASS_EVENT_BYTES``).
+
+    Then the coordinator still answers, and no workflow task failed."""
+    coordinator = await start_coordinator(sqlite_url)
+    client = await coordinator.client().connect()
+    try:
+        draw = random.Random(7)
+        for depth in (40, 300, 900, 960):
+            # written by hand: Python's own encoder cannot nest that deep
+            nested = b'{"a":' * depth + b"0" + b"}" * depth
+            data = (
+                b'{"sender":"deep_%d","seq":1,"events":[{"id":"deep-%d","kind":"Heartbeat",'
+                b'"body":{"worker":%s},"v":1}]}' % (depth, depth, nested)
+            )
+            payload = Payload(metadata={"encoding": b"json/plain"}, data=data)
+            await coordinator.handle.signal("events", RawValue(payload))
+        for index in range(12):
+            text = "".join(draw.choices("abcdefghijklmnopqrstuvwxyz0123456789", k=250_000))
+            body = {"explanation_id": index, "agent": "a", "spark_plan": text}
+            envelope = m.Envelope(f"big-{index}", "SparkPlanExplained", body)
+            await coordinator.handle.signal("events", m.EventBatch(f"big_{index}", 1, [envelope]))
+
+        async def answers_with_nothing_pending() -> bool:
+            if not (await client.ask_response(m.ListWorkers())).ok:
+                return False
+            status = await coordinator.handle.query("status", rpc_timeout=STATUS_RPC_TIMEOUT)
+            return status["pending"] == 0
+
+        await wait_until(answers_with_nothing_pending, timeout=60, interval=0.5)
         assert await _failed_workflow_tasks(temporal_client, coordinator.workflow_id) == []
     finally:
         await asyncio.to_thread(client.close)

@@ -49,7 +49,8 @@ Guarantees
   aside by ``quarantine_message``. A pass that failed because the catalog could not be reached
   (``CatalogUnavailable``) is tried again, as long as the outage lasts.
 * Everything carried stays under Temporal's 2 MB payload limit: pass results by the pass's
-  own budgets (:mod:`streamctl.limits`), events over ``MAX_REQUEST_BYTES`` are dropped on
+  own budgets (:mod:`streamctl.limits`), a pass's events by ``MAX_PASS_EVENT_BYTES``, events
+  over ``MAX_REQUEST_BYTES`` or nested deeper than ``MAX_NESTING_DEPTH`` are dropped on
   arrival, and continue-as-new waits until the pending events fit
   :data:`~streamctl.limits.MAX_CARRIED_EVENT_BYTES`.
 * Agent actions (start, stop, reconcile) run as activities beside the loop
@@ -113,6 +114,8 @@ with workflow.unsafe.imports_passed_through():
         MAX_CARRIED_WAITING_ACTIONS,
         MAX_EVENT_BATCH_BYTES,
         MAX_EVENTS_PER_SIGNAL,
+        MAX_NESTING_DEPTH,
+        MAX_PASS_EVENT_BYTES,
         MAX_QUERY_WAIT_SECONDS,
         MAX_QUERY_WAITERS,
         MAX_REQUEST_BYTES,
@@ -158,6 +161,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from streamctl.workflows.wire import (
         decode_event_batch,
+        nests_deeper_than,
         request_batch_kinds,
         request_batch_problem,
     )
@@ -166,6 +170,12 @@ PASS_ISOLATION_PATCH = "pass-isolation"
 """Passes end after :data:`PASS_ATTEMPTS` and a failed one is split (older runs retried
 forever): the ``workflow.patched`` id that keeps older histories replaying as they ran."""
 PASS_ATTEMPTS = 4
+BOUNDED_EVENT_NESTING_PATCH = "bounded-event-nesting"
+"""Events nested deeper than ``MAX_NESTING_DEPTH`` are dropped on arrival (older runs buffered
+them, and one nested ~950 levels deep failed every workflow task)."""
+BOUNDED_PASS_EVENTS_PATCH = "bounded-pass-events"
+"""A pass takes events up to ``MAX_PASS_EVENT_BYTES`` (older runs took ``batch_size`` of any
+size, and a pass's input could outgrow Temporal's 2 MB payload limit)."""
 CATALOG_OUTAGE_MAX_PAUSE = 60.0
 """Seconds between rounds of a pass whose catalog cannot be reached (1, 2, 4 ... up to this):
 about 300 history events an hour of outage."""
@@ -219,6 +229,16 @@ STARTS_DEFER_MAX_EVENTS = 8000
 """Under Temporal's history warning (10,240 events), whatever ``max_history_events`` is."""
 STARTS_DEFER_MAX_BYTES = 4 * 1024 * 1024
 """Start plans ride in the activities' inputs: a run's history grows in bytes as well."""
+
+
+def _within_bytes(events: list[PendingMessage], budget: int) -> list[PendingMessage]:
+    """The first of ``events`` whose sizes add up to at most ``budget`` (one at least)."""
+    total = 0
+    for count, event in enumerate(events):
+        total += event.size
+        if count and total > budget:
+            return events[:count]
+    return events
 
 
 def _size(envelope: Envelope) -> int:
@@ -400,6 +420,18 @@ class CoordinatorWorkflow:
             _count_refused("events", "malformed")
             return
         events = batch.events  # a list of Envelopes: decode_event_batch checked it
+        deep = [e for e in events if nests_deeper_than(e.body, MAX_NESTING_DEPTH)]
+        if deep and workflow.patched(BOUNDED_EVENT_NESTING_PATCH):
+            # A pass would refuse such a body anyway; nested some 950 levels deep, it made
+            # encoding the pass's input overflow the stack, and every workflow task failed.
+            _count_refused("events", "too_deep")
+            workflow.logger.warning(
+                "dropping %d event(s) of %s nested deeper than %d levels",
+                len(deep),
+                batch.sender,
+                MAX_NESTING_DEPTH,
+            )
+            events = [e for e in events if not nests_deeper_than(e.body, MAX_NESTING_DEPTH)]
         size = sum(_size(e) for e in events)
         if len(events) > MAX_EVENTS_PER_SIGNAL or size > MAX_EVENT_BATCH_BYTES:
             workflow.logger.warning(
@@ -561,6 +593,10 @@ class CoordinatorWorkflow:
             request_bytes += len(batch.payload.data)
         del self.request_batches[: len(request_batches)]
         events = self.state.pending[: config.batch_size]
+        if sum(e.size for e in events) > MAX_PASS_EVENT_BYTES and workflow.patched(
+            BOUNDED_PASS_EVENTS_PATCH
+        ):
+            events = _within_bytes(events, MAX_PASS_EVENT_BYTES)
         del self.state.pending[: len(events)]
         self._reindex()
         await self._apply(request_batches, events)

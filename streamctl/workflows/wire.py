@@ -224,6 +224,24 @@ def request_batch_kinds(data: bytes) -> frozenset[str]:
     )
 
 
+def nests_deeper_than(value: Any, limit: int) -> bool:
+    """Whether lists and objects nest in ``value`` more than ``limit`` levels deep; found
+    iteratively, so no depth of input can make the check itself overflow the stack."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
 def _orderable(envelope: Envelope) -> bool:
     """Whether the workflow can buffer and compact it (its id and kind are strings); the rest
     of an envelope is the pass's to judge, so that histories from before this check replay."""
