@@ -19,8 +19,8 @@ from datetime import timedelta
 from typing import Any
 
 from conftest import wait_until
-from temporalio.api.enums.v1 import EventType
 from temporalio.api.common.v1 import Payload
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.common import RawValue
 from temporalio.service import RPCError, RPCStatusCode
