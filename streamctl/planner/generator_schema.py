@@ -128,7 +128,16 @@ class GeneratorRate:
 # --- parsing ---------------------------------------------------------------------------------
 
 _INTEGER_TEXT = re.compile(r"^-?[0-9]+$")
+_UNSIGNED_TEXT = re.compile(r"^[0-9]+$")
 _FLOAT_TEXT = re.compile(r"^-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$")
+
+
+_MAX_INTEGER_DIGITS = 20
+"""More digits than any NES integer type holds (``UINT64``: 20): such a text is out of range
+before Python is asked to read it (it refuses texts of more than 4,300 digits)."""
+MAX_RANDOM_STRING_LENGTH = 65_536
+"""The longest ``RANDOMSTR`` a generator writes per row: each row is built in the agent's
+process, and a length of 10**14 grew it by 35 MB/s until it was killed."""
 
 
 def _parse_number(text: str, nes_type: str, what: str, line: str) -> Number:
@@ -136,6 +145,8 @@ def _parse_number(text: str, nes_type: str, what: str, line: str) -> Number:
         if not _INTEGER_TEXT.match(text):
             raise GeneratorSchemaError(f"{what} {text!r} of {line!r} is not a {nes_type} integer")
         low, high = integer_range(nes_type)
+        if len(text.lstrip("-0")) > _MAX_INTEGER_DIGITS:
+            raise GeneratorSchemaError(f"{what} {text[:40]!r}... of a line is outside {nes_type}")
         value = int(text)
         if not low <= value <= high:
             raise GeneratorSchemaError(f"{what} {text!r} of {line!r} is outside {nes_type}")
@@ -143,6 +154,8 @@ def _parse_number(text: str, nes_type: str, what: str, line: str) -> Number:
     if not _FLOAT_TEXT.match(text):
         raise GeneratorSchemaError(f"{what} {text!r} of {line!r} is not a number")
     value_f = float(text)
+    if not math.isfinite(value_f):
+        raise GeneratorSchemaError(f"{what} {text[:40]!r} of a line is not a finite number")
     return to_float32(value_f) if nes_type == "FLOAT32" else value_f
 
 
@@ -172,6 +185,8 @@ def _parse_sequence(words: list[str], line: str) -> SequenceField:
         _check_no_overflow(field, line)
     elif not all(math.isfinite(v) for v in (start, end, step)):
         raise GeneratorSchemaError(f"{line!r}: start, end and step must be finite")
+    elif start < end and step > 0 and not math.isfinite((end - start) / step):
+        raise GeneratorSchemaError(f"{line!r}: more steps from start to end than can be counted")
     return field
 
 
@@ -212,11 +227,20 @@ def _parse_wordlist(words: list[str], line: str) -> WordListField:
 
 
 def _parse_random_string(words: list[str], line: str) -> RandomStringField:
-    if len(words) != 3 or not all(w.isdigit() for w in words[1:]):
+    # ASCII digits only: str.isdigit() also takes "²", which int() refuses
+    if len(words) != 3 or not all(_UNSIGNED_TEXT.match(w) for w in words[1:]):
         raise GeneratorSchemaError(f"{line!r}: expected RANDOMSTR <min length> <max length>")
+    if any(len(w.lstrip("0")) > len(str(MAX_RANDOM_STRING_LENGTH)) for w in words[1:]):
+        raise GeneratorSchemaError(
+            f"{line[:80]!r}: a length is longer than {MAX_RANDOM_STRING_LENGTH} characters"
+        )
     low, high = int(words[1]), int(words[2])
     if low <= 0 or high <= 0 or low > high:
         raise GeneratorSchemaError(f"{line!r}: need 0 < min length <= max length")
+    if high > MAX_RANDOM_STRING_LENGTH:
+        raise GeneratorSchemaError(
+            f"{line!r}: the max length is longer than {MAX_RANDOM_STRING_LENGTH} characters"
+        )
     return RandomStringField(low, high)
 
 
@@ -269,7 +293,10 @@ def parse_rate(kind: str, config: str | None) -> GeneratorRate:
             continue
         if len(words) != 2 or not _FLOAT_TEXT.match(words[1]):
             raise GeneratorSchemaError(f"rate config {text!r}: expected '<key> <number>' pairs")
-        settings[words[0].lower()] = float(words[1])
+        number = float(words[1])
+        if not math.isfinite(number):
+            raise GeneratorSchemaError(f"rate config {text[:80]!r}: {words[0]} is not finite")
+        settings[words[0].lower()] = number
     expected = {"FIXED": {"emit_rate"}, "SINUS": {"amplitude", "frequency"}}[kind]
     if set(settings) != expected:
         raise GeneratorSchemaError(

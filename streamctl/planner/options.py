@@ -82,7 +82,8 @@ class OptionSpec:
 
 
 def _fail(key: str, value: Any, allowed: str) -> ConnectorOptionError:
-    return ConnectorOptionError(f"option {key!r}: invalid value {value!r}; expected {allowed}")
+    shown = repr(value) if len(repr(value)) <= 100 else repr(value)[:100] + "..."
+    return ConnectorOptionError(f"option {key!r}: invalid value {shown}; expected {allowed}")
 
 
 def _string(allowed: str = "a non-empty string") -> Converter:
@@ -111,6 +112,8 @@ def _integer(minimum: int, maximum: int) -> Converter:
             raise _fail(key, value, allowed)
         is_integral_float = isinstance(value, float) and value.is_integer()
         is_integer_text = isinstance(value, str) and re.fullmatch(r"\s*[-+]?[0-9]+\s*", value)
+        if is_integer_text and len(str(value).strip().lstrip("+-").lstrip("0")) > 20:
+            raise _fail(key, value, allowed)  # beyond 64 bits: int() refuses 4,300 digits and up
         if isinstance(value, int) or is_integral_float or is_integer_text:
             number = int(value)
         else:

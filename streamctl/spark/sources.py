@@ -67,6 +67,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KAFKA_JARS_ENV",
+    "MAX_MATERIALIZED_CHARACTERS",
     "MAX_MATERIALIZED_ROWS",
     "generator_plan",
     "is_bounded",
@@ -90,6 +91,9 @@ _GENERATOR_TEXT: Final[Mapping[str, Any]] = {
 
 MAX_MATERIALIZED_ROWS: Final = 20_000_000
 """Most rows a stopping generator may produce (they are written to a staged file first)."""
+MAX_MATERIALIZED_CHARACTERS: Final = 1 << 30
+"""Most text a stopping generator may produce up front (long ``RANDOMSTR`` rows reach it long
+before :data:`MAX_MATERIALIZED_ROWS`)."""
 
 _KAFKA_PROVIDER: Final = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 
@@ -274,10 +278,17 @@ def _staged_generator_rows(plan: GeneratorPlan, spec: SourceSpec, staging_dir: P
         )
 
     def write(out: Any) -> None:
+        written = 0
         for count, row in enumerate(plan.rows(), start=1):
             if count > MAX_MATERIALIZED_ROWS:
                 raise ConnectorError(
                     f"generator source {spec.id} did not stop within {MAX_MATERIALIZED_ROWS} rows"
+                )
+            written += len(row) + 1
+            if written > MAX_MATERIALIZED_CHARACTERS:
+                raise ConnectorError(
+                    f"generator source {spec.id} writes more than {MAX_MATERIALIZED_CHARACTERS} "
+                    "characters before it stops (they are generated up front); use stop_when NONE"
                 )
             out.write(row + "\n")
 
