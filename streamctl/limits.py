@@ -76,6 +76,18 @@ ACTION_RELEASE_DELAY = 0.05
 MORE_TO_START_DELAY = 0.05
 """How soon (seconds) the next pass runs when a pass left queries waiting for that reason."""
 
+MAX_WINDOW_MILLIS = 100 * 365 * 24 * 3600 * 1000
+"""The longest window size, slide or allowed lateness (a hundred years, in milliseconds): a
+statement over it is refused. Spark counts interval lengths in microseconds in 64 bits, and a
+size of 10**20 days failed only when the query started, after restarts."""
+MAX_WINDOWS_PER_ROW = 1000
+"""The most sliding windows one row may fall in (size over slide, rounded up): Spark copies
+each row once per window, and a 1000-day window sliding by 1 ms (86.4e9 copies per row) took
+the agent's Spark down, and with it every other query on that agent."""
+MAX_IN_LIST_VALUES = 1000
+"""The most values an ``IN (...)`` list may hold: a list of 12,000 over a generator took the
+agent's Spark down while it planned the query."""
+
 MAX_QUERY_WAITERS = 8
 """``wait_query`` updates one coordinator holds open at once (each holds one of Temporal's
 in-flight updates of the workflow, 10 by default); more are refused ``Busy`` and the client

@@ -29,8 +29,8 @@ from rich.console import Console
 
 from streamctl.activities.passes import CatalogWork
 from streamctl.client import query_wait
-from streamctl.client.errors import InvalidRequest
-from streamctl.client.frontend import EXIT_REFUSED, run_query_action, run_sql
+from streamctl.client.errors import InvalidRequest, TooLarge
+from streamctl.client.frontend import EXIT_REFUSED, run_query_action, run_sql, settle_queries
 from streamctl.client.outbox import new_id
 from streamctl.client.query_wait import QueryWaitTimeout, wait_for_state, wait_pushed
 from streamctl.workflows import messages as m
@@ -285,3 +285,18 @@ async def test_a_wait_for_an_id_beyond_64_bits_is_refused_and_the_coordinator_go
         assert answer["statements"][-1]["result"]["current_state"] == "CREATED"
     finally:
         await asyncio.to_thread(client.close)
+
+
+def test_a_wait_the_coordinator_refuses_is_reported_not_raised() -> None:
+    """``--wait-running`` on a query whose ``GetQuery`` answer is over the answer limit
+    (a statement of a quarter megabyte and its plan): the CLI printed a traceback
+    (``TooLarge`` out of ``settle_queries``); now the query says why and the exit is
+    ``EXIT_REFUSED``."""
+
+    class Refusing:
+        def wait_for_query_blocking(self, query_id: int, timeout: float) -> dict[str, Any]:
+            raise TooLarge(f"the answer to GetQuery of query {query_id} is too large")
+
+    queries = [{"id": 11, "current_state": "STARTING"}]
+    assert settle_queries(Refusing(), queries, 5.0) == EXIT_REFUSED  # type: ignore[arg-type]
+    assert "too large" in queries[0]["error"], queries

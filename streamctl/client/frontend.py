@@ -152,6 +152,10 @@ def settle_queries(client: CoordinatorClient, queries: list[dict[str, Any]], tim
             query["error"] = f"not RUNNING within {timeout:g} s"
             code = EXIT_REFUSED
             continue
+        except CoordinatorError as refused:  # e.g. TOO_LARGE: a GetQuery answer over the limit
+            query["error"] = f"cannot wait for it: {refused}"
+            code = EXIT_REFUSED
+            continue
         if query["current_state"] == "FAILED":
             code = EXIT_REFUSED
     return code

@@ -87,6 +87,7 @@ from streamctl.error_codes import (
     UNKNOWN_SINK,
     UNKNOWN_SOURCE,
 )
+from streamctl.limits import MAX_WINDOW_MILLIS, MAX_WINDOWS_PER_ROW
 from streamctl.nes_types import INTEGER_TYPES, canonical_type
 from streamctl.planner import ast, sink_checks, stacking
 from streamctl.planner import plan as ir
@@ -797,8 +798,21 @@ def _window(spec: ast.WindowSpec, watermark: ast.Watermark | None) -> ir.Window:
     slide = spec.advance.millis if spec.advance is not None else size
     if size <= 0 or slide <= 0:
         raise _error(INVALID_STATEMENT, "window size and slide must be positive", spec)
-    # slide > size is allowed: windows with gaps between them (rows in a gap join no window).
     lateness = 0 if watermark is None else watermark.delay.millis
+    if max(size, slide, lateness) > MAX_WINDOW_MILLIS:
+        raise _error(
+            INVALID_STATEMENT,
+            f"window sizes, slides and lateness are at most {MAX_WINDOW_MILLIS} ms (100 years)",
+            spec,
+        )
+    if -(-size // slide) > MAX_WINDOWS_PER_ROW:
+        raise _error(
+            INVALID_STATEMENT,
+            f"a row may fall in at most {MAX_WINDOWS_PER_ROW} sliding windows, and size "
+            f"{size} ms over slide {slide} ms puts it in {-(-size // slide)}",
+            spec,
+        )
+    # slide > size is allowed: windows with gaps between them (rows in a gap join no window).
     kind: ir.WindowKind = "tumbling" if slide == size else "sliding"
     return ir.Window(kind, size, slide, lateness)
 

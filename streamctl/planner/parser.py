@@ -27,6 +27,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from lark.tree import Meta
 
 from streamctl.error_codes import INVALID_STATEMENT, NOT_SUPPORTED, SYNTAX_ERROR
+from streamctl.limits import MAX_IN_LIST_VALUES
 from streamctl.nes_types import NES_TYPE_NAMES, TYPE_NAME_ALIASES
 from streamctl.planner import ast
 from streamctl.planner.errors import PlannerError
@@ -636,6 +637,11 @@ class _AstBuilder(Transformer[Token, Any]):
         # The ORs form a balanced tree: a chain would nest as deep as the list is long, and
         # the binder's recursion refused lists of a few hundred.
         operand, negated, _, *candidates = c
+        if len(candidates) > MAX_IN_LIST_VALUES:
+            raise _syntax_error(
+                f"an IN list holds at most {MAX_IN_LIST_VALUES} values, not {len(candidates)}",
+                meta,
+            )
         position = _pos(meta)
         equals: list[ast.Expression] = [
             ast.BinaryOp(op="==", left=operand, right=candidate, **position)

@@ -12,11 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamctl.error_codes import SYNTAX_ERROR
+from streamctl.limits import MAX_IN_LIST_VALUES
 from streamctl.planner.binder import bind_query
 from streamctl.planner.catalog_lookup import MemoryCatalog
+from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
 from streamctl.reference import run_reference
 from streamctl.workflows.messages import ColumnSpec
@@ -98,3 +102,12 @@ def test_a_long_in_list_binds_and_matches_its_members() -> None:
     assert _ours(f"x IN ({listed})", data) == _standard(
         f"x IN ({', '.join(map(str, members))})", data
     )
+
+
+def test_an_in_list_past_its_limit_is_refused_when_parsed() -> None:
+    """12,000 values took the agent's Spark down while it planned the query."""
+    values = ", ".join(str(n) for n in range(MAX_IN_LIST_VALUES + 1))
+    with pytest.raises(PlannerError) as refused:
+        parse_query(f"SELECT * FROM src WHERE a IN ({values}) INTO out")
+    assert refused.value.code == SYNTAX_ERROR
+    assert str(MAX_IN_LIST_VALUES) in str(refused.value)
