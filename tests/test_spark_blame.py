@@ -103,6 +103,19 @@ def test_a_jvm_killed_from_outside_blames_nobody(tmp_path):
     assert lost_with_its_spark(report.error or "")
 
 
+def test_a_death_while_a_plan_is_explained_blames_no_running_query(tmp_path):
+    """An EXPLAIN whose plan took Spark down got a busy running query blamed for it; two such
+    explains contained that query (FAILED) though it had done nothing."""
+    queries, spark, events = agent(tmp_path)
+    queries._record_start(1, run("r1", started_at=0.0, busy_since=0.0))
+    with queries._planning_work():
+        spark.up = False
+        queries.spark_lost(1, "the SparkContext stopped", by_itself=True)
+    [report] = [e for e in events if isinstance(e, m.QueryStatusChanged)]
+    assert lost_with_its_spark(report.error or ""), report  # restarts, no strike
+    assert queries._planning == 0
+
+
 def test_a_start_under_way_is_answered_with_its_blame_and_nothing_of_a_lost_spark_is_recorded(
     tmp_path,
 ):

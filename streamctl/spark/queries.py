@@ -155,6 +155,7 @@ class SparkQueries:
         self._ended_early: dict[str, str | None] = {}  # run id -> error, ended before recorded
         self._active: set[int] = set()  # query ids started here and not yet terminated
         self._starting: tuple[int, float] | None = None  # (query, since) calling into Spark
+        self._planning = 0  # explains and validations under way: Spark work of no query
         self._verdicts: dict[int, str] = {}  # a lost start's crash report, for its action
         self._strikes = Strikes(containment.memory)
         self._unsent: deque[m.Event] = deque(maxlen=MAX_UNSENT)
@@ -331,23 +332,38 @@ class SparkQueries:
                 if self._is_active(started)
             ]
 
+    @contextlib.contextmanager
+    def _planning_work(self) -> Iterator[None]:
+        """Spark work for no query (a plan built to validate or explain it): a death of Spark
+        meanwhile is blamed on none of the queries running here (one of them was blamed, and
+        contained after two explains of a statement that took Spark down)."""
+        with self._registry:
+            self._planning += 1
+        try:
+            yield
+        finally:
+            with self._registry:
+                self._planning -= 1
+
     def validate(self, assignment: QueryAssignment) -> None:
         self._await_spark(Attempt.current(), f"validating query {assignment.query_id}")
-        self._build(assignment)
+        with self._planning_work():
+            self._build(assignment)
 
     def explain(self, request: ExplainAssignment) -> ExplainReport:
         """Spark's plan for the query, built but never started (or why it cannot be built)."""
         try:
             self._await_spark(Attempt.current(), f"explaining {request.explanation_id}")
-            translated, _sink = self._build(request.query)
-            # The lock: the plan is analysed under the query's session settings, which
-            # start also sets while it holds the lock.
-            with (
-                self._locked(f"explaining {request.explanation_id}"),
-                spark_conf(self.session, translated.spark_conf),
-                contextlib.redirect_stdout(io.StringIO()) as printed,
-            ):
-                translated.dataframe.explain(mode=EXPLAIN_MODE)
+            with self._planning_work():
+                translated, _sink = self._build(request.query)
+                # The lock: the plan is analysed under the query's session settings, which
+                # start also sets while it holds the lock.
+                with (
+                    self._locked(f"explaining {request.explanation_id}"),
+                    spark_conf(self.session, translated.spark_conf),
+                    contextlib.redirect_stdout(io.StringIO()) as printed,
+                ):
+                    translated.dataframe.explain(mode=EXPLAIN_MODE)
         except ApplicationError as error:
             if error.type in ("AgentBusy", "SparkUnavailable"):
                 raise
@@ -581,7 +597,7 @@ class SparkQueries:
                 since = starting[1]
                 facts.append(RunFacts(starting[0], since, since, False))  # its start is its work
             window = self._containment.suspect_window
-            blamed = suspect(facts, now, window) if by_itself else None
+            blamed = suspect(facts, now, window) if by_itself and not self._planning else None
             strikes = self._strikes.add(blamed, now) if blamed is not None else 0
             for query_id, _started in lost:
                 del self._started[query_id]

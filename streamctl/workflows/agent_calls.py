@@ -21,6 +21,7 @@ replaying as they ran.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -61,6 +62,9 @@ ACTION_RETRY = RetryPolicy(
     maximum_attempts=3,
     non_retryable_error_types=["QueryRejected"],
 )
+EXPLAIN_RETRY = RetryPolicy(maximum_attempts=1)
+"""An explain is tried once: the user waits for it, and a statement whose plan took Spark down
+took it down again on every retry, long after the user had been told it timed out."""
 
 
 async def run_action(
@@ -109,6 +113,7 @@ async def _execute_action(
             stopped = await STOP_QUERY.execute(action.stop, options)
             return [_status_event(stopped)]
         if action.explain is not None:
+            options = dataclasses.replace(options, retry_policy=EXPLAIN_RETRY)
             explained = await EXPLAIN_QUERY.execute(action.explain, options)
             return [
                 SparkPlanExplained(
