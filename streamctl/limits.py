@@ -95,6 +95,9 @@ asks ``GetQuery`` instead. A pass reports each watched query's row (without its 
 ~1 KB), so this also bounds what the waits add to a pass result."""
 MAX_QUERY_WAIT_SECONDS = 30.0
 """How long one ``wait_query`` update stays open at most; a client waiting longer asks again."""
+MIN_QUERY_WAIT_SECONDS = 0.001
+"""How long one ``wait_query`` update stays open at least: a shorter wait becomes a workflow
+timer of zero nanoseconds, which the Temporal server refuses, failing the workflow task."""
 
 MAX_REQUESTS_PER_UPDATE = 2000
 """Requests in one ``submit`` update (one request batch); a larger batch is refused before it

@@ -119,3 +119,30 @@ async def test_a_wait_outlives_continue_as_new(start_coordinator: Any, sqlite_ur
         assert row["current_state"] == "CREATED"
     finally:
         await asyncio.to_thread(client.close)
+
+
+async def test_hostile_waits_and_an_oversized_batch_fail_no_workflow_task(
+    start_coordinator: Any, sqlite_url: str, temporal_client: Any
+) -> None:
+    """A raw caller's ``wait_query`` with a timeout of 1e-10 s (a zero-length timer, which the
+    Temporal server refuses, failing the workflow task) is refused by the validator; and a
+    batch larger than ``max_pending``, which was refused ``Busy`` however empty the buffer,
+    is taken when nothing else is pending."""
+    from temporalio.client import WorkflowUpdateFailedError
+    from test_signal_burst import _failed_workflow_tasks
+
+    coordinator = await start_coordinator(sqlite_url, CoordinatorConfig(max_pending=3))
+    client = await coordinator.client().connect()
+    try:
+        for timeout in (1e-10, 0.0, -1.0):
+            with pytest.raises(WorkflowUpdateFailedError):
+                await coordinator.handle.execute_update(
+                    "wait_query", args=[1, ["RUNNING"], timeout]
+                )
+        answers = await asyncio.wait_for(
+            client.ask_many([m.ListSinks() for _ in range(10)]), timeout=60
+        )
+        assert all(answer.ok for answer in answers), answers
+        assert await _failed_workflow_tasks(temporal_client, coordinator.workflow_id) == []
+    finally:
+        await asyncio.to_thread(client.close)

@@ -120,6 +120,7 @@ with workflow.unsafe.imports_passed_through():
         MAX_QUERY_WAITERS,
         MAX_REQUEST_BYTES,
         MAX_REQUESTS_PER_UPDATE,
+        MIN_QUERY_WAIT_SECONDS,
     )
     from streamctl.workflows.actions import (
         AgentAction,
@@ -358,7 +359,9 @@ class CoordinatorWorkflow:
             raise ApplicationError(
                 "coordinator is continuing as new; retry", type="ContinuingAsNew"
             )
-        if self.pending_requests + len(ids) > config.max_pending:
+        if self.pending_requests and self.pending_requests + len(ids) > config.max_pending:
+            # An empty buffer takes any batch: one larger than max_pending was refused
+            # Busy forever, its client retrying until its deadline.
             raise ApplicationError("coordinator buffer is full; retry later", type="Busy")
 
     @workflow.update
@@ -389,11 +392,12 @@ class CoordinatorWorkflow:
             or not isinstance(states, list)
             or not all(isinstance(state, str) for state in states)
             or type(timeout) not in (int, float)
-            or not timeout > 0
+            or not timeout >= MIN_QUERY_WAIT_SECONDS  # a shorter timer is a zero one, refused
         ):
             _count_refused("wait_query", "invalid")
             raise ApplicationError(
-                "wait_query takes a query id, a list of state names and a positive timeout",
+                "wait_query takes a query id, a list of state names and a timeout of at least "
+                f"{MIN_QUERY_WAIT_SECONDS} s",
                 type="InvalidBatch",
             )
         if len(self.query_waiters) >= MAX_QUERY_WAITERS:
