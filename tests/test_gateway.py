@@ -325,6 +325,16 @@ async def test_malformed_bodies_get_problem_422(gateway: Gateway) -> None:
     missing = await gateway.curl("POST", "/v1/queries", data='{"sink": "big", "extra": 1}')
     assert {item["pointer"] for item in missing.body["errors"]} == {"#/statement", "#/extra"}
 
+    # bodies the JSON parser gives up on (not a syntax error): deeply nested, a 5,000-digit
+    # number; they were 400 BAD_REQUEST, a code the API does not document
+    for unreadable in (
+        '{"name": ' + "[" * 5_000 + "]" * 5_000 + "}",
+        '{"limit": 1' + "0" * 5000 + "}",
+    ):
+        refused = await gateway.curl("POST", "/v1/sinks", data=unreadable)
+        assert refused.status == 422, refused.body
+        assert refused.body["code"] == "INVALID_REQUEST", refused.body
+
     not_an_id = await gateway.curl("GET", "/v1/queries/{id}", id="seven")
     assert not_an_id.status == 422
     assert not_an_id.body["errors"] == [

@@ -85,6 +85,10 @@ def _describe(item: dict[str, Any]) -> str:
     return f"{where}: {item['detail']}"
 
 
+_UNPARSABLE_BODY = "There was an error parsing the body"
+"""FastAPI's detail for a body its JSON parser raised on other than a syntax error."""
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def on_validation(request: HttpRequest, error: Exception) -> JSONResponse:
         assert isinstance(error, RequestValidationError)
@@ -96,6 +100,14 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(error, StarletteHTTPException)
         phrase = HTTPStatus(error.status_code).phrase
         detail = str(error.detail)
+        if error.status_code == 400 and detail == _UNPARSABLE_BODY:
+            # FastAPI's answer to a body its JSON parser gave up on other than by a syntax
+            # error (nested past the parser's recursion, an integer of thousands of digits):
+            # a body that does not validate, as documented.
+            reason = "it nests too deeply or holds a number too long to read"
+            items = [{"pointer": "#", "detail": f"the body cannot be read as JSON: {reason}"}]
+            detail = "the request does not validate: " + "; ".join(map(_describe, items))
+            return problem(422, ErrorCode.INVALID_REQUEST, detail, errors=items)
         if detail == phrase:
             detail = f"{request.method} {request.url.path}: {phrase}"
         code = HTTPStatus(error.status_code).name
