@@ -145,9 +145,10 @@ def _parse_number(text: str, nes_type: str, what: str, line: str) -> Number:
         if not _INTEGER_TEXT.match(text):
             raise GeneratorSchemaError(f"{what} {text!r} of {line!r} is not a {nes_type} integer")
         low, high = integer_range(nes_type)
-        if len(text.lstrip("-0")) > _MAX_INTEGER_DIGITS:
+        digits = text.lstrip("-").lstrip("0") or "0"
+        if len(digits) > _MAX_INTEGER_DIGITS:
             raise GeneratorSchemaError(f"{what} {text[:40]!r}... of a line is outside {nes_type}")
-        value = int(text)
+        value = -int(digits) if text.startswith("-") else int(digits)
         if not low <= value <= high:
             raise GeneratorSchemaError(f"{what} {text!r} of {line!r} is outside {nes_type}")
         return value
@@ -234,7 +235,7 @@ def _parse_random_string(words: list[str], line: str) -> RandomStringField:
         raise GeneratorSchemaError(
             f"{line[:80]!r}: a length is longer than {MAX_RANDOM_STRING_LENGTH} characters"
         )
-    low, high = int(words[1]), int(words[2])
+    low, high = (int(w.lstrip("0") or "0") for w in words[1:])
     if low <= 0 or high <= 0 or low > high:
         raise GeneratorSchemaError(f"{line!r}: need 0 < min length <= max length")
     if high > MAX_RANDOM_STRING_LENGTH:

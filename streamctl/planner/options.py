@@ -112,9 +112,13 @@ def _integer(minimum: int, maximum: int) -> Converter:
             raise _fail(key, value, allowed)
         is_integral_float = isinstance(value, float) and value.is_integer()
         is_integer_text = isinstance(value, str) and re.fullmatch(r"\s*[-+]?[0-9]+\s*", value)
-        if is_integer_text and len(str(value).strip().lstrip("+-").lstrip("0")) > 20:
-            raise _fail(key, value, allowed)  # beyond 64 bits: int() refuses 4,300 digits and up
-        if isinstance(value, int) or is_integral_float or is_integer_text:
+        if is_integer_text:
+            text = str(value).strip()
+            digits = text.lstrip("+-").lstrip("0") or "0"
+            if len(digits) > 20:  # beyond 64 bits: int() refuses 4,300 digits and up
+                raise _fail(key, value, allowed)
+            number = -int(digits) if text.startswith("-") else int(digits)
+        elif isinstance(value, int) or is_integral_float:
             number = int(value)
         else:
             raise _fail(key, value, allowed)

@@ -15,6 +15,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamctl.planner import options
 from streamctl.planner.generator_schema import (
     MAX_RANDOM_STRING_LENGTH,
     GeneratorSchemaError,
@@ -25,11 +26,14 @@ from streamctl.planner.generator_schema import (
     parse_generator_schema,
     parse_rate,
 )
+from streamctl.planner.options import ConnectorOptionError
 
 NUMBERS = st.one_of(
     st.integers(-(2**70), 2**70).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
-    st.sampled_from(["²", "1e400", "-1e400", "1e-400", "9" * 5000, "0" * 30 + "7", "٣", ""]),
+    st.sampled_from(
+        ["²", "1e400", "-1e400", "1e-400", "9" * 5000, "0" * 5000 + "1", "0" * 30 + "7", "٣", ""]
+    ),
     st.text(alphabet="0123456789.eE-+x", min_size=1, max_size=30),
 )
 WORDS = st.sampled_from(
@@ -92,3 +96,17 @@ def test_a_rate_config_is_parsed_or_refused_with_its_own_error(
         return
     assert all(math.isfinite(float(v)) for v in vars(rate).values() if isinstance(v, float))
     assert parse_rate(rate.kind, rate.config_text()) == rate
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.one_of(NUMBERS, st.integers(-(2**70), 2**70), st.floats()))
+def test_an_integer_option_is_read_or_refused_with_its_own_error(value: object) -> None:
+    """Integer connector options (ports, sizes) given as any text or number: read, within
+    bounds, or refused ``ConnectorOptionError`` (5,000 digits were a ``ValueError``:
+    ``INTERNAL``)."""
+    convert = options._integer(1, 65535)
+    try:
+        number = convert("socket_port", value)
+    except ConnectorOptionError:
+        return
+    assert 1 <= number <= 65535
