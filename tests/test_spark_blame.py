@@ -11,6 +11,7 @@ from streamctl.lifecycle.queries import contained, fails_on_its_input, lost_with
 from streamctl.lifecycle.spark import RunFacts, Strikes, suspect
 from streamctl.spark.queries import SparkQueries, _Started
 from streamctl.workflows import messages as m
+from streamctl.workflows.actions import QueryAssignment, SinkAssignment, StopAssignment
 
 
 class StandInSpark:
@@ -150,3 +151,25 @@ def test_a_run_that_does_not_stop_is_ended_with_its_jvm(tmp_path):
     queries._record_start(4, _Started(query=stuck, run=2, run_id="r4"))
     report = queries.stop(StopAssignment(4, 2))
     assert (report.status, spark.up) == ("STOPPED", False)  # its Spark was killed for it
+
+
+def test_a_start_that_comes_after_its_stop_does_not_run(tmp_path):
+    """A stop of run N that reaches the agent before the start of run N (the start waited for
+    Spark, or was retried after AgentBusy) answered STOPPED, and the start then ran the query:
+    a run the coordinator had stopped, possibly beside a new run elsewhere on one checkpoint.
+    Now the agent remembers the stop; a later run starts as usual."""
+    queries, _spark, _events = agent(tmp_path)
+    started: list[Any] = []
+
+    def start_on_spark(assignment: Any) -> Any:
+        run_query: Any = SimpleNamespace(isActive=True, runId=f"r{len(started)}", stop=lambda: None)
+        started.append(run_query)
+        return run_query
+
+    queries._start_on_spark = start_on_spark  # type: ignore[method-assign]
+    sink = SinkAssignment("s", "VOID", {}, [])
+    assert queries.stop(StopAssignment(7, 1)).status == "STOPPED"
+    late = queries.start(QueryAssignment(7, 1, "{}", {}, sink))
+    assert late.status == "STOPPED" and started == [] and queries.active_count() == 0
+    again = queries.start(QueryAssignment(7, 2, "{}", {}, sink))  # a new start: a new run
+    assert again.status == "RUNNING" and len(started) == 1

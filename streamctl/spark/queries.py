@@ -93,6 +93,9 @@ operator's details."""
 LOCK_TIMEOUT_S = 60.0
 """How long an action waits for another start or stop of this agent to finish."""
 
+MAX_STOPPED_RUNS = 10_000
+"""Queries whose latest stopped run the agent remembers (a start of that run that comes after
+its stop is answered STOPPED instead of run)."""
 MAX_ENDED_EARLY = 1000
 """Run ids remembered as ended before their start was recorded (a bound: a run id of no query
 of this agent would otherwise stay forever)."""
@@ -156,6 +159,9 @@ class SparkQueries:
         self._active: set[int] = set()  # query ids started here and not yet terminated
         self._starting: tuple[int, float] | None = None  # (query, since) calling into Spark
         self._planning = 0  # explains and validations under way: Spark work of no query
+        # query id -> the latest run a stop was asked for: a start of that run or an older one
+        # that comes after its stop (retried, or overtaken by the stop) must not run
+        self._stopped_runs: dict[int, int] = {}
         self._verdicts: dict[int, str] = {}  # a lost start's crash report, for its action
         self._strikes = Strikes(containment.memory)
         self._unsent: deque[m.Event] = deque(maxlen=MAX_UNSENT)
@@ -203,6 +209,11 @@ class SparkQueries:
         attempt = Attempt.current()
         self._await_spark(attempt, f"starting query {query_id}")
         with self._locked(f"starting query {query_id}"):
+            if assignment.run <= self._stopped_runs.get(query_id, -1):
+                # Its stop came first (the start waited for Spark, or was retried): started
+                # now, the run would go on where the coordinator has it stopped, or started
+                # elsewhere, two runs writing one checkpoint.
+                return self._report(query_id, assignment.run, AgentStatus.STOPPED)
             current = self._started.get(query_id)
             if current is not None and current.stopping:
                 self._await_end(current, attempt)  # never two runs of one query
@@ -311,6 +322,7 @@ class SparkQueries:
 
     def stop(self, assignment: StopAssignment) -> QueryReport:
         with self._locked(f"stopping query {assignment.query_id}"):
+            self._remember_stop(assignment.query_id, assignment.run)
             current = self._started.get(assignment.query_id)
             if current is None or not self._is_active(current):
                 return self._report(assignment.query_id, assignment.run, AgentStatus.STOPPED)
@@ -323,6 +335,13 @@ class SparkQueries:
         self._end_run(current.query, current.generation, what)
         self._active.discard(assignment.query_id)
         return self._report(assignment.query_id, assignment.run, AgentStatus.STOPPED)
+
+    def _remember_stop(self, query_id: int, run: int) -> None:
+        """Keep the latest run asked to stop per query (the oldest queries forgotten first:
+        a start overtaken by its stop arrives within the action's retries, seconds later)."""
+        self._stopped_runs[query_id] = max(run, self._stopped_runs.pop(query_id, run))
+        while len(self._stopped_runs) > MAX_STOPPED_RUNS:
+            del self._stopped_runs[next(iter(self._stopped_runs))]
 
     def list(self) -> list[QueryReport]:
         with self._locked("listing queries"):
