@@ -36,6 +36,7 @@ from streamctl.workflows.actions import (
     StopAssignment,
     agent_task_queue,
 )
+from streamctl.workflows.agent_calls import ACTION_PICKUP_TIMEOUT
 from streamctl.workflows.config import CoordinatorConfig
 
 pytestmark = pytest.mark.slow
@@ -187,6 +188,36 @@ async def test_a_failed_stop_is_not_reported_stopped(
             assert await state() == "STOPPING"
             await wait_until(lambda: state_is(state, "STOPPED"), timeout=60)
             assert agent.stops == 4
+    finally:
+        await asyncio.to_thread(client.close)
+
+
+async def test_a_stop_no_agent_picks_up_is_not_reported_stopped(
+    temporal_client, start_coordinator, sqlite_url
+):
+    """A stop that no agent picked up within its pickup timeout was recorded STOPPED "without
+    the agent's word", though an alive agent with every action slot busy polls for nothing
+    and its run goes on (the query could then start elsewhere: two runs, one checkpoint).
+    Now it stays STOPPING, and the stop is run again; here the agent's worker is gone while
+    liveness still counts it alive (heartbeats are not watched for ten minutes)."""
+    config = CoordinatorConfig(suspect_after=600.0, dead_after=1200.0)
+    coordinator = await start_coordinator(sqlite_url, config)
+    agent = StandInAgent(f"a_{uuid.uuid4().hex[:6]}")
+    agent.release_first_start.set()
+    client = await coordinator.client().connect()
+    try:
+        async with stand_in_worker(temporal_client, agent):
+            await declare_agent_and_query_parts(client, agent)
+            created = await client.ask(m.CreateQuery("SELECT id FROM numbers INTO out"))
+
+            async def state() -> str:
+                return str((await client.ask(m.GetQuery(created["id"])))["current_state"])
+
+            await wait_until(lambda: state_is(state, "RUNNING"), timeout=60)
+        # the worker is gone: nothing polls the agent's task queue
+        await client.ask(m.StopQuery(created["id"]))
+        await asyncio.sleep(ACTION_PICKUP_TIMEOUT.total_seconds() + 5)
+        assert await state() == "STOPPING"
     finally:
         await asyncio.to_thread(client.close)
 

@@ -48,6 +48,8 @@ STOP_UNTIL_STOPPED_PATCH = "stop-until-stopped"
 """A stop that failed while its agent is there is run again instead of reported STOPPED."""
 STOP_AFTER_FAILED_START_PATCH = "stop-after-failed-start"
 """A failed start is followed by a stop of that run."""
+UNCONFIRMED_STOP_PATCH = "unconfirmed-stop-stays-stopping"
+"""A stop no agent picked up is run again, like any failed stop, instead of reported STOPPED."""
 STOP_RETRY_DELAY = timedelta(seconds=10)
 STOP_ROUNDS = 6
 
@@ -74,10 +76,10 @@ async def run_action(
     agents' own reports, or ``SparkPlanExplained``) for a later pass, or ``None`` for a stop
     that kept failing. ``start_action`` runs a follow-up action beside this one.
 
-    A stop that failed while its agent is still there is run again after
-    :data:`STOP_RETRY_DELAY` (up to :data:`STOP_ROUNDS` times): only a stop that no agent
-    picked up (its agent is gone, and its Spark with it) reports ``STOPPED`` without the
-    agent's word, so the catalog never shows a query stopped while its run may go on. A
+    A stop that failed, or that no agent picked up, is run again after
+    :data:`STOP_RETRY_DELAY` (up to :data:`STOP_ROUNDS` times): a stop is reported ``STOPPED``
+    only on the agent's word, so the catalog never shows a query stopped while its run may go
+    on; a query whose agent is gone is ``STOPPED`` when liveness declares the agent DEAD. A
     failed start is followed by a stop of that run, in case the start did land."""
     outcomes = await _execute_action(action, start_action)
     rounds = 1
@@ -146,6 +148,16 @@ async def _execute_action(
             and not _never_picked_up(error)
             and workflow.patched(STOP_UNTIL_STOPPED_PATCH)
         ):
+            return _STOP_AGAIN
+        if (
+            action.stop is not None
+            and _never_picked_up(error)
+            and workflow.patched(UNCONFIRMED_STOP_PATCH)
+        ):
+            # No agent took the stop: its agent may be gone, or alive with every action slot
+            # busy (it polls for no more then). Reported STOPPED, the query could start
+            # elsewhere while its run goes on here; it stays STOPPING until the agent answers
+            # or liveness declares it DEAD (STOPPING -> STOPPED: nothing runs any more).
             return _STOP_AGAIN
         if action.stop is not None:
             # Nothing more to do here: if the agent still runs it, reconciliation stops it
