@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import threading
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -175,14 +175,8 @@ async def test_a_failed_stop_is_not_reported_stopped(
     client = await coordinator.client().connect()
     try:
         async with stand_in_worker(temporal_client, agent):
-            await declare_agent_and_query_parts(client, agent)
-            created = await client.ask(m.CreateQuery("SELECT id FROM numbers INTO out"))
-
-            async def state() -> str:
-                return str((await client.ask(m.GetQuery(created["id"])))["current_state"])
-
-            await wait_until(lambda: state_is(state, "RUNNING"), timeout=60)
-            await client.ask(m.StopQuery(created["id"]))
+            query_id, state = await running_query(client, agent)
+            await client.ask(m.StopQuery(query_id))
             await wait_until(lambda: agent.stops >= 3, timeout=60)
             await asyncio.sleep(1.0)  # the failed action's outcome would have been applied
             assert await state() == "STOPPING"
@@ -207,19 +201,27 @@ async def test_a_stop_no_agent_picks_up_is_not_reported_stopped(
     client = await coordinator.client().connect()
     try:
         async with stand_in_worker(temporal_client, agent):
-            await declare_agent_and_query_parts(client, agent)
-            created = await client.ask(m.CreateQuery("SELECT id FROM numbers INTO out"))
-
-            async def state() -> str:
-                return str((await client.ask(m.GetQuery(created["id"])))["current_state"])
-
-            await wait_until(lambda: state_is(state, "RUNNING"), timeout=60)
+            query_id, state = await running_query(client, agent)
         # the worker is gone: nothing polls the agent's task queue
-        await client.ask(m.StopQuery(created["id"]))
+        await client.ask(m.StopQuery(query_id))
         await asyncio.sleep(ACTION_PICKUP_TIMEOUT.total_seconds() + 5)
         assert await state() == "STOPPING"
     finally:
         await asyncio.to_thread(client.close)
+
+
+async def running_query(
+    client: CoordinatorClient, agent: StandInAgent
+) -> tuple[int, Callable[[], Awaitable[str]]]:
+    """A query RUNNING on ``agent``, and a call reading its state."""
+    await declare_agent_and_query_parts(client, agent)
+    created = await client.ask(m.CreateQuery("SELECT id FROM numbers INTO out"))
+
+    async def state() -> str:
+        return str((await client.ask(m.GetQuery(created["id"])))["current_state"])
+
+    await wait_until(lambda: state_is(state, "RUNNING"), timeout=60)
+    return int(created["id"]), state
 
 
 async def state_is(state: object, wanted: str) -> bool:
