@@ -57,21 +57,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 from temporalio.exceptions import ApplicationError
 
 from streamctl.lifecycle.queries import SPARK_CONTAINED, SPARK_LOST
 from streamctl.lifecycle.spark import Containment, RunFacts, SparkPolicy, Strikes, suspect
-from streamctl.planner.errors import PlannerError
-from streamctl.planner.plan import QueryPlan
+from streamctl.spark.assignments import build_assignment
 from streamctl.spark.attempt import Attempt
 from streamctl.spark.handle import FixedSpark, SparkHandle
 from streamctl.spark.listener import QueryListener
 from streamctl.spark.sinks import start_sink
-from streamctl.spark.sources import is_bounded, read_source
-from streamctl.spark.specs import ConnectorError, SinkSpec, SourceSpec
-from streamctl.spark.translate import TranslatedQuery, build, spark_conf
+from streamctl.spark.specs import SinkSpec
+from streamctl.spark.translate import TranslatedQuery, spark_conf
 from streamctl.worker.spark_session import is_connect
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import (
@@ -414,47 +412,8 @@ class SparkQueries:
                 raise
             return False
 
-    # --- building -------------------------------------------------------------------------
-
     def _build(self, assignment: QueryAssignment) -> tuple[TranslatedQuery, SinkSpec]:
-        """The query's DataFrame and sink; a plan that cannot run raises a non-retryable error."""
-        session = self.session
-        try:
-            query_plan = QueryPlan.from_json_text(assignment.plan)
-            sources = {
-                name.casefold(): [
-                    SourceSpec(s.id, s.type, s.config, s.schema) for s in physical_sources
-                ]
-                for name, physical_sources in assignment.sources.items()
-            }
-            sink = SinkSpec(
-                assignment.sink.name,
-                assignment.sink.type,
-                assignment.sink.config,
-                assignment.sink.schema,
-            )
-            work_dir = self.work_root / f"query-{assignment.query_id}"
-            staging = work_dir / "staging"
-
-            def read(name: str) -> DataFrame:
-                specs = sources.get(name.casefold())
-                if not specs:
-                    raise ConnectorError(f"logical source {name!r} has no physical source")
-                frames = [read_source(session, spec, staging) for spec in specs]
-                frame = frames[0]
-                for other in frames[1:]:
-                    frame = frame.unionByName(other)
-                return frame
-
-            bounded = all(is_bounded(spec) for specs in sources.values() for spec in specs)
-            translated = build(query_plan, session, read, bounded=bounded, work_dir=work_dir)
-            return translated, sink
-        except (PlannerError, ConnectorError, ValueError) as error:
-            raise ApplicationError(
-                f"query {assignment.query_id} cannot run on agent {self.agent}: {error}",
-                type="QueryRejected",
-                non_retryable=True,
-            ) from None
+        return build_assignment(self.session, self.agent, self.work_root, assignment)
 
     # --- reports --------------------------------------------------------------------------
 
