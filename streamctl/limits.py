@@ -84,6 +84,9 @@ MAX_WINDOWS_PER_ROW = 1000
 """The most sliding windows one row may fall in (size over slide, rounded up): Spark copies
 each row once per window, and a 1000-day window sliding by 1 ms (86.4e9 copies per row) took
 the agent's Spark down, and with it every other query on that agent."""
+MAX_RANDOM_STRING_LENGTH = 65_536
+"""The longest ``RANDOMSTR`` a generator writes per row: each row is built in the agent's
+process, and a length of 10**14 grew it by 35 MB/s until it was killed."""
 MAX_IN_LIST_VALUES = 1000
 """The most values an ``IN (...)`` list may hold: a list of 12,000 over a generator took the
 agent's Spark down while it planned the query."""

@@ -805,11 +805,12 @@ def _window(spec: ast.WindowSpec, watermark: ast.Watermark | None) -> ir.Window:
             f"window sizes, slides and lateness are at most {MAX_WINDOW_MILLIS} ms (100 years)",
             spec,
         )
-    if -(-size // slide) > MAX_WINDOWS_PER_ROW:
+    windows_per_row = -(-size // slide)  # size over slide, rounded up
+    if windows_per_row > MAX_WINDOWS_PER_ROW:
         raise _error(
             INVALID_STATEMENT,
             f"a row may fall in at most {MAX_WINDOWS_PER_ROW} sliding windows, and size "
-            f"{size} ms over slide {slide} ms puts it in {-(-size // slide)}",
+            f"{size} ms over slide {slide} ms puts it in {windows_per_row}",
             spec,
         )
     # slide > size is allowed: windows with gaps between them (rows in a gap join no window).

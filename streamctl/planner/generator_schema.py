@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from streamctl.limits import MAX_RANDOM_STRING_LENGTH
 from streamctl.nes_types import FLOAT_TYPES, INTEGER_TYPES, canonical_type, integer_range
 
 __all__ = [
@@ -133,11 +134,18 @@ _FLOAT_TEXT = re.compile(r"^-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$"
 
 
 _MAX_INTEGER_DIGITS = 20
-"""More digits than any NES integer type holds (``UINT64``: 20): such a text is out of range
-before Python is asked to read it (it refuses texts of more than 4,300 digits)."""
-MAX_RANDOM_STRING_LENGTH = 65_536
-"""The longest ``RANDOMSTR`` a generator writes per row: each row is built in the agent's
-process, and a length of 10**14 grew it by 35 MB/s until it was killed."""
+"""More significant digits than any 64-bit integer has (``UINT64``: 20)."""
+
+
+def decimal_integer(text: str) -> int | None:
+    """The integer a decimal text (``[+-]?[0-9]+``, matched by the caller) stands for, or None
+    when it has more than 20 significant digits: past every 64-bit range, so out of range for
+    every caller, and read without Python's limit (it refuses texts of 4,300 digits and more,
+    leading zeros counted)."""
+    digits = text.lstrip("+-").lstrip("0") or "0"
+    if len(digits) > _MAX_INTEGER_DIGITS:
+        return None
+    return -int(digits) if text.startswith("-") else int(digits)
 
 
 def _parse_number(text: str, nes_type: str, what: str, line: str) -> Number:
@@ -145,10 +153,9 @@ def _parse_number(text: str, nes_type: str, what: str, line: str) -> Number:
         if not _INTEGER_TEXT.match(text):
             raise GeneratorSchemaError(f"{what} {text!r} of {line!r} is not a {nes_type} integer")
         low, high = integer_range(nes_type)
-        digits = text.lstrip("-").lstrip("0") or "0"
-        if len(digits) > _MAX_INTEGER_DIGITS:
+        value = decimal_integer(text)
+        if value is None:
             raise GeneratorSchemaError(f"{what} {text[:40]!r}... of a line is outside {nes_type}")
-        value = -int(digits) if text.startswith("-") else int(digits)
         if not low <= value <= high:
             raise GeneratorSchemaError(f"{what} {text!r} of {line!r} is outside {nes_type}")
         return value
@@ -231,17 +238,13 @@ def _parse_random_string(words: list[str], line: str) -> RandomStringField:
     # ASCII digits only: str.isdigit() also takes "²", which int() refuses
     if len(words) != 3 or not all(_UNSIGNED_TEXT.match(w) for w in words[1:]):
         raise GeneratorSchemaError(f"{line!r}: expected RANDOMSTR <min length> <max length>")
-    if any(len(w.lstrip("0")) > len(str(MAX_RANDOM_STRING_LENGTH)) for w in words[1:]):
+    low, high = (decimal_integer(w) for w in words[1:])
+    if low is None or high is None or max(low, high) > MAX_RANDOM_STRING_LENGTH:
         raise GeneratorSchemaError(
             f"{line[:80]!r}: a length is longer than {MAX_RANDOM_STRING_LENGTH} characters"
         )
-    low, high = (int(w.lstrip("0") or "0") for w in words[1:])
     if low <= 0 or high <= 0 or low > high:
         raise GeneratorSchemaError(f"{line!r}: need 0 < min length <= max length")
-    if high > MAX_RANDOM_STRING_LENGTH:
-        raise GeneratorSchemaError(
-            f"{line!r}: the max length is longer than {MAX_RANDOM_STRING_LENGTH} characters"
-        )
     return RandomStringField(low, high)
 
 

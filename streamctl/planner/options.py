@@ -113,11 +113,10 @@ def _integer(minimum: int, maximum: int) -> Converter:
         is_integral_float = isinstance(value, float) and value.is_integer()
         is_integer_text = isinstance(value, str) and re.fullmatch(r"\s*[-+]?[0-9]+\s*", value)
         if is_integer_text:
-            text = str(value).strip()
-            digits = text.lstrip("+-").lstrip("0") or "0"
-            if len(digits) > 20:  # beyond 64 bits: int() refuses 4,300 digits and up
+            read = generator_schema.decimal_integer(str(value).strip())
+            if read is None:
                 raise _fail(key, value, allowed)
-            number = -int(digits) if text.startswith("-") else int(digits)
+            number = read
         elif isinstance(value, int) or is_integral_float:
             number = int(value)
         else:

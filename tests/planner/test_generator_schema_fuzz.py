@@ -15,9 +15,9 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamctl.limits import MAX_RANDOM_STRING_LENGTH
 from streamctl.planner import options
 from streamctl.planner.generator_schema import (
-    MAX_RANDOM_STRING_LENGTH,
     GeneratorSchemaError,
     NormalField,
     RandomStringField,
