@@ -107,6 +107,7 @@ TRIGGER_OF: dict[str, T] = {
     "stop": T.STOP,
     "move": T.MOVE,
     "rerun": T.AGENT_BACK,
+    "stop_again": T.STOP_AGAIN,
 }
 
 operations = st.tuples(
@@ -137,9 +138,15 @@ def apply(
     if name == "agent_lost":
         return queries.agent_lost(row, now), None
     if name == "stop":
-        return queries.stop(row)
+        return queries.stop(row, now)
     if name == "move":
-        return queries.move(row), None
+        return queries.move(row, now), None
+    if name == "stop_again":
+        step = queries.stop_again(row, now)
+        # not due yet: nothing moves (the step is the state staying where it is)
+        return (step or queries.Step(S(row.current_state), S(row.current_state))), (
+            "sent" if step else None
+        )
     assert name == "rerun"
     return queries.rerun(row), None
 
@@ -175,9 +182,23 @@ def check_entry_effects(
         assert row.worker == before.worker
     if state is S.STOPPING:  # it keeps its worker until the agent confirms the stop
         assert row.worker == before.worker
-        assert extra == (row.worker if trigger is T.STOP else None)
+        if trigger is T.STOP_AGAIN:
+            # at most one stop per STOP_AGAIN_AFTER: sent once the last one is that old
+            due = before.retry_at is None or before.retry_at <= now
+            assert (extra == "sent") is due
+            if due:
+                assert row.retry_at == now + queries.STOP_AGAIN_AFTER
+            else:
+                assert row == before
+        else:
+            assert extra == (row.worker if trigger is T.STOP else None)
+            if trigger is T.MOVE or extra is not None:
+                # a stop was just sent: the next one not before STOP_AGAIN_AFTER
+                assert row.retry_at == now + queries.STOP_AGAIN_AFTER
     elif trigger is T.STOP:
         assert extra is None and row.retry_at is None
+    if state is S.STOPPED:  # nothing pending: no stop to send again, no start to wait for
+        assert row.retry_at is None
     if trigger is T.STARTED:
         assert row.started_at == now and row.error is None
     if state is S.RECOVERING:
@@ -287,8 +308,8 @@ def test_crashes_back_off_then_give_up_and_a_healthy_run_resets_the_count():
 
 def test_stop_answers_the_agent_to_stop_on():
     running = Query(current_state=S.RUNNING, worker="a1", run=2)
-    step, agent = queries.stop(running)
+    step, agent = queries.stop(running, 10.0)
     assert (step.action, agent, running.worker) == ("RUNNING->STOPPING", "a1", "a1")
     recovering = Query(current_state=S.RECOVERING, retry_at=3.0, run=2)
-    step, agent = queries.stop(recovering)
+    step, agent = queries.stop(recovering, 10.0)
     assert (step.action, agent, recovering.retry_at) == ("RECOVERING->STOPPED", None, None)

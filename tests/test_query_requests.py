@@ -13,6 +13,7 @@ from test_pass_activity import codes, run_pass
 from streamctl.activities.passes import CatalogWork
 from streamctl.client.outbox import new_id
 from streamctl.domain import context
+from streamctl.lifecycle.queries import STOP_AGAIN_AFTER
 from streamctl.limits import MORE_TO_START_DELAY
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import AgentAction, StopAssignment
@@ -211,6 +212,57 @@ def test_an_agent_declared_dead_that_heartbeats_again_is_back_and_reconciled(cat
     [worker, query] = run_pass(activities, 6, [m.GetWorker("a1"), m.GetQuery(query_id)])
     assert worker["result"]["state"] == "ALIVE"
     assert (query["result"]["current_state"], query["result"]["worker"]) == ("STARTING", "a1")
+
+
+def test_a_stopping_query_whose_agent_still_runs_it_is_stopped_again_at_a_bounded_rate(
+    catalog_url,
+):
+    """The workflow's retries of a stop can give up while the agent still runs the query
+    (every attempt refused, or never taken). Its periodic RUNNING report of that run then
+    brings another stop, at most once per STOP_AGAIN_AFTER, until the agent confirms."""
+    activities = CatalogWork(catalog_url)
+    run_pass(activities, 1, SETUP, events=(m.RegisterWorker("a1"),))
+    [created] = run_pass(activities, 2, [m.CreateQuery("SELECT id, amount FROM orders INTO big")])
+    query_id = created["result"]["id"]
+    run_pass(activities, 3, [], events=(m.QueryStatusChanged(query_id, "RUNNING", None, "a1", 1),))
+    [stopping], actions = pass_result(activities, 4, [m.StopQuery(query_id)])
+    assert stopping["result"]["current_state"] == "STOPPING"
+    assert [(a.agent, a.stop) for a in actions] == [("a1", StopAssignment(query_id, 1))]
+
+    def report(pass_no: int, now: float, run: int = 1) -> list[AgentAction]:
+        events = [m.Heartbeat("a1"), m.QueryStatusChanged(query_id, "RUNNING", None, "a1", run)]
+        result = activities.apply_pass(
+            PassInput(
+                "w",
+                pass_no,
+                now,
+                [PendingMessage(e.to_envelope(f"e-{new_id()}"), now) for e in events],
+                [now],
+                30.0,
+                60.0,
+            ),
+            request_batches_json([[]]),
+        )
+        return result.actions
+
+    stop_again = [("a1", StopAssignment(query_id, 1))]
+    # The first stop's own retries are still under way: no second stop yet.
+    assert report(5, 1000.0 + STOP_AGAIN_AFTER - 1) == []
+    # They gave up and the run goes on: the stop is sent again, once per period.
+    assert [(a.agent, a.stop) for a in report(6, 1000.0 + STOP_AGAIN_AFTER)] == stop_again
+    assert report(7, 1000.0 + STOP_AGAIN_AFTER + 5) == []
+    assert report(8, 1000.0 + 2 * STOP_AGAIN_AFTER - 1) == []
+    assert [(a.agent, a.stop) for a in report(9, 1000.0 + 2 * STOP_AGAIN_AFTER)] == stop_again
+    # A report of an older run is a stray: stopped as such, whatever the period.
+    assert report(10, 1000.0 + 2 * STOP_AGAIN_AFTER + 1, run=0) == [
+        AgentAction("a1", stop=StopAssignment(query_id, 0))
+    ]
+    [still] = run_pass(activities, 11, [m.GetQuery(query_id)])
+    assert (still["result"]["current_state"], still["result"]["worker"]) == ("STOPPING", "a1")
+    # The agent confirms: STOPPED, nothing pending, and later reports of the run are strays.
+    run_pass(activities, 12, [], events=(m.QueryStatusChanged(query_id, "STOPPED", None, "a1", 1),))
+    [stopped] = run_pass(activities, 13, [m.GetQuery(query_id)])
+    assert (stopped["result"]["current_state"], stopped["result"]["retry_at"]) == ("STOPPED", None)
 
 
 @pytest.mark.parametrize(

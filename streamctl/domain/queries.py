@@ -310,6 +310,9 @@ def query_status_changed(ctx: PassContext, event: m.QueryStatusChanged, received
         return
     trigger = REPORT_TRIGGERS.get(event.status)
     before = S(row.current_state)
+    if before is S.STOPPING and event.status == AgentStatus.RUNNING and event.run == row.run:
+        _stop_again(ctx, row, event.agent or "its agent")
+        return
     if trigger is None or not can_transition(before, trigger):
         return  # a duplicate or late report: the query has moved on
     now = ctx.view.now
@@ -438,10 +441,22 @@ def start_on(
 def _stop(ctx: PassContext, row: QueryRow, reason: str) -> None:
     if not can_transition(S(row.current_state), T.STOP):
         return
-    step, agent = lifecycle.stop(row)
+    step, agent = lifecycle.stop(row, ctx.view.now)
     if agent is not None:
         ctx.actions.append(AgentAction(agent, stop=StopAssignment(row.id, row.run)))
     ctx.record("query", row.id, step.action, reason)
+
+
+def _stop_again(ctx: PassContext, row: QueryRow, reporter: str) -> None:
+    """The run a stop was sent for still runs: the workflow's retries of that stop gave up
+    (its agent answered with errors, or was too busy to take it). Send it again, at most once
+    per ``STOP_AGAIN_AFTER``, so that the query does not stay ``STOPPING`` for ever."""
+    step = lifecycle.stop_again(row, ctx.view.now)
+    if step is None or row.worker is None:
+        return
+    ctx.stamp(row)
+    ctx.actions.append(AgentAction(row.worker, stop=StopAssignment(row.id, row.run)))
+    ctx.record("query", row.id, "stop-again", f"{reporter} still runs run {row.run}")
 
 
 def _placement(ctx: PassContext, row: QueryRow, exclude: Iterable[str] = ()) -> Placement | None:

@@ -74,7 +74,7 @@ def reoptimize(ctx: PassContext, _request: m.Reoptimize) -> Any:
 
 
 def _move_off(ctx: PassContext, row: QueryRow, move: Move) -> None:
-    step = lifecycle.move(row)
+    step = lifecycle.move(row, ctx.view.now)
     ctx.stamp(row)
     ctx.actions.append(AgentAction(move.source, stop=StopAssignment(row.id, row.run)))
     ctx.record("query", row.id, step.action, f"moving off {move.source}")

@@ -22,19 +22,22 @@ overwritten.
 
 Each transition is one function here (:func:`start`, :func:`started`, :func:`finished`,
 :func:`stopped`, :func:`crash`, :func:`agent_lost`, :func:`stop`, :func:`move`,
-:func:`rerun`), which moves the query's current state **and** sets the fields that go with
-entering its new state (its worker, its ``run``, ``retry_at``, ``restarts``, ``error``,
-``started_at``); :func:`created` gives a new query's. They work on :class:`QueryFields` (the
-catalog's ``QueryRow`` has them; the catalog imports this module, not the other way round).
-The pass (:mod:`streamctl.domain.queries`, :mod:`streamctl.domain.reoptimize`) calls them and
-keeps its own side: placement, agent actions, changelog records, stamping the row.
+:func:`rerun`, :func:`stop_again`), which moves the query's current state **and** sets the
+fields that go with entering its new state (its worker, its ``run``, ``retry_at``,
+``restarts``, ``error``, ``started_at``); :func:`created` gives a new query's. They work on
+:class:`QueryFields` (the catalog's ``QueryRow`` has them; the catalog imports this module,
+not the other way round). The pass (:mod:`streamctl.domain.queries`,
+:mod:`streamctl.domain.reoptimize`) calls them and keeps its own side: placement, agent
+actions, changelog records, stamping the row.
 
 Entry effects, by state (the property tests of ``tests/test_lifecycle.py`` check them):
 
 ``STARTING``    on the placed agent (``worker``), with a new ``run`` (``run + 1``, which the
                 agent's reports carry), no retry pending.
 ``RUNNING``     ``started_at`` is when the agent reported it; ``error`` is cleared.
-``STOPPING``    keeps its worker until the agent confirms the stop.
+``STOPPING``    keeps its worker until the agent confirms the stop; ``retry_at`` is when a
+                stop may be sent again (:data:`STOP_AGAIN_AFTER`) if the agent still reports
+                the run.
 ``STOPPED``, ``FINISHED``  hold no worker.
 ``RECOVERING``  holds no worker; ``retry_at`` is when it may start again; a crash counts
                 against ``restarts`` (unless it went down with its agent's Spark).
@@ -71,6 +74,7 @@ class QueryTrigger(StrEnum):
     AGENT_LOST = "agent_lost"  # the query's agent became DEAD
     GIVE_UP = "give_up"  # the restart policy is exhausted
     AGENT_BACK = "agent_back"  # its agent registered again: start it there again, in a new run
+    STOP_AGAIN = "stop_again"  # its agent still reports the run it was asked to stop
 
 
 S = QueryState
@@ -107,8 +111,17 @@ TRANSITIONS: dict[tuple[QueryState, QueryTrigger], QueryState] = {
     # running again; RUNNING would claim a Spark query that may no longer exist.
     (S.STARTING, T.AGENT_BACK): S.STARTING,
     (S.RUNNING, T.AGENT_BACK): S.STARTING,
+    # The stop (and the workflow's rounds of retrying it) did not end the run: the agent still
+    # reports it running. The stop is sent again; the query stays STOPPING until it is done.
+    (S.STOPPING, T.STOP_AGAIN): S.STOPPING,
 }
 """Every allowed transition of a query's current state."""
+
+STOP_AGAIN_AFTER = 300.0
+"""Seconds after a stop was sent before a ``STOPPING`` query whose agent still reports the run
+gets another stop: longer than the workflow's own rounds of retrying a failed or unclaimed
+stop (``streamctl.workflows.agent_calls``: 6 rounds of 10 s plus a 20 s pickup timeout),
+so only a stop those rounds gave up on is sent again, once per period."""
 
 ACTIVE_STATES = frozenset({S.STARTING, S.RUNNING, S.STOPPING, S.RECOVERING})
 """States in which a query holds (or is about to hold) a slot of an agent's capacity."""
@@ -290,9 +303,11 @@ def finished(row: QueryFields) -> Step:
 
 
 def stopped(row: QueryFields) -> Step:
-    """``STOPPED``: the agent confirmed the stop; it holds no agent any more."""
+    """``STOPPED``: the agent confirmed the stop; it holds no agent any more, and no stop is
+    pending."""
     step = _enter(row, T.STOPPED)
     row.worker = None
+    row.retry_at = None
     return step
 
 
@@ -350,24 +365,42 @@ def agent_lost(row: QueryFields, now: float) -> Step:
     return step
 
 
-def stop(row: QueryFields) -> tuple[Step, str | None]:
+def stop(row: QueryFields, now: float) -> tuple[Step, str | None]:
     """``STOP``: a query on an agent goes ``STOPPING`` and keeps its worker until the agent
-    confirms; the answer's agent is the one to send a stop action to. Any other query is
-    ``STOPPED`` at once, on no agent, with no retry pending (the answer's agent is None)."""
+    confirms; the answer's agent is the one to send a stop action to, at ``now`` (no stop again
+    before :data:`STOP_AGAIN_AFTER`). Any other query is ``STOPPED`` at once, on no agent, with
+    no retry pending (the answer's agent is None)."""
     step = _enter(row, T.STOP)
     if step.after is S.STOPPING and row.worker is not None:
+        row.retry_at = now + STOP_AGAIN_AFTER
         return step, row.worker
     row.worker = None
     row.retry_at = None
     return step, None
 
 
-def move(row: QueryFields) -> Step:
-    """``MOVE``: a ``RUNNING`` query goes ``STOPPING`` to leave its agent; its lag streak is
-    cleared (the next agent's statistics start a new one)."""
+def move(row: QueryFields, now: float) -> Step:
+    """``MOVE``: a ``RUNNING`` query goes ``STOPPING`` to leave its agent, whose stop is sent at
+    ``now`` (no stop again before :data:`STOP_AGAIN_AFTER`); its lag streak is cleared (the
+    next agent's statistics start a new one)."""
     step = _enter(row, T.MOVE)
+    row.retry_at = now + STOP_AGAIN_AFTER
     row.statistics = None
     row.statistics_at = None
+    return step
+
+
+def stop_again(row: QueryFields, now: float) -> Step | None:
+    """``STOP_AGAIN``: the agent of a ``STOPPING`` query reports the run it was asked to stop
+    as still running. Once the last stop is :data:`STOP_AGAIN_AFTER` old, a stop is sent again
+    to its worker (the answer is the step; ``None`` while the last stop is younger) and the
+    next may go :data:`STOP_AGAIN_AFTER` after this one."""
+    if not can_transition(QueryState(row.current_state), T.STOP_AGAIN):
+        raise IllegalTransition(QueryState(row.current_state), T.STOP_AGAIN)
+    if row.retry_at is not None and row.retry_at > now:
+        return None
+    step = _enter(row, T.STOP_AGAIN)
+    row.retry_at = now + STOP_AGAIN_AFTER
     return step
 
 

@@ -9,14 +9,15 @@ event:
 
 * a start answers the agent's report; a failed start reports ``CRASHED`` and is followed by a
   stop of that run, in case it landed after its activity gave up;
-* a stop answers the agent's report; a stop that failed while its agent is there is run again
-  every :data:`STOP_RETRY_DELAY`, and after :data:`STOP_ROUNDS` the query is left
-  ``STOPPING`` (no event); only a stop no agent picked up reports ``STOPPED`` without the
-  agent's word;
+* a stop answers the agent's report; a stop that failed, or that no agent picked up, is run
+  again every :data:`STOP_RETRY_DELAY`, and after :data:`STOP_ROUNDS` the query is left
+  ``STOPPING`` (no event): the agent's periodic ``RUNNING`` report of that run has a later
+  pass send the stop again (``STOP_AGAIN`` in :mod:`streamctl.lifecycle.queries`), and
+  liveness stops it if the agent is gone;
 * an explain answers Spark's plan or the error; a reconcile lists what the agent runs.
 
-Workflow code: deterministic, and the two ``workflow.patched`` ids keep older histories
-replaying as they ran.
+Workflow code: deterministic, and the ``workflow.patched`` ids keep older histories replaying
+as they ran.
 """
 
 from __future__ import annotations
@@ -89,8 +90,8 @@ async def run_action(
         rounds += 1
     if outcomes is _STOP_AGAIN:
         # Still not stopped for sure: the query stays STOPPING (true) rather than STOPPED
-        # (maybe false). Liveness settles it if the agent is gone; a re-registration
-        # reconciles what it runs.
+        # (maybe false). Liveness settles it if the agent is gone; if the agent still runs
+        # it, its RUNNING reports have a later pass send the stop again.
         workflow.logger.error("%s failed %d times; leaving it STOPPING", action.description, rounds)
         return None
     return outcomes

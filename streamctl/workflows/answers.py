@@ -110,7 +110,13 @@ class Query(TypedDict):
     error: str | None
     run: Annotated[int, Field(description="How many times the coordinator started it.")]
     restarts: int
-    retry_at: float | None
+    retry_at: Annotated[
+        float | None,
+        Field(
+            description="RECOVERING: when it may start again; STOPPING: when a stop may be "
+            "sent again if its agent still runs it."
+        ),
+    ]
     statistics: dict[str, Any] | None
     statistics_at: float | None
     created_version: int
