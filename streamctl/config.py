@@ -4,7 +4,7 @@
 ``STREAMCTL_NAMESPACE``         Temporal namespace, default ``default``
 ``STREAMCTL_CATALOG_URL``       catalog database URL, default SQLite in the state dir
 ``STREAMCTL_STATE_DIR``         where ``streamctl up`` keeps its files, default ``.state``
-``STREAMCTL_BATCH_SIZE``        messages per pass (coordinator start), default 2000
+``STREAMCTL_BATCH_SIZE``        messages per pass (coordinator start), default 4000
 ``STREAMCTL_BATCH_TIMEOUT``     seconds to gather a batch (coordinator start), default 0.01
 ``STREAMCTL_FILES_DIR``         where relative paths of file sources and sinks (inline or
                               catalog) resolve and inline sinks write, default
@@ -106,7 +106,11 @@ def catalog_url(state: Path | None = None) -> str:
     return f"sqlite:///{(state or state_dir()) / 'catalog.db'}"
 
 
-DEFAULT_BATCH_SIZE = 2000
+DEFAULT_BATCH_SIZE = 4000
+"""Requests (and events) one pass takes at most. A pass costs ~45 ms whatever it holds, plus
+~85 µs per request, one pass at a time: 2000 gave ~8,700 requests/s under load and 4000
+~10,800 (``bench requests``, 2 cores), at no cost to one request alone (a pass runs as soon
+as the batching timeout has passed, full or not)."""
 DEFAULT_BATCH_TIMEOUT = 0.01
 
 

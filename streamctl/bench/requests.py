@@ -115,7 +115,7 @@ async def measure(
     )
 
 
-SWEEP = [(batch_size, timeout) for batch_size in (500, 1000, 2000) for timeout in (0.01, 0.05, 0.2)]
+SWEEP = [(size, timeout) for size in (1000, 2000, 4000) for timeout in (0.01, 0.05, 0.2)]
 
 
 async def _run(
@@ -139,8 +139,8 @@ async def _run(
                         temporal,
                         address,
                         CoordinatorConfig(batch_size=batch_size, timeout=timeout),
-                        min(requests, 5000),
-                        concurrency,
+                        min(requests, 5 * 2 * batch_size),
+                        2 * batch_size,
                         naive=False,
                     )
                     points.append(asdict(point))
@@ -168,8 +168,10 @@ def run_requests_bench(
     naive_requests: int,
     sweep: bool,
     base: CoordinatorConfig | None = None,
-    concurrency: int = 1000,
+    concurrency: int | None = None,
 ) -> dict[str, Any]:
-    return asyncio.run(
-        _run(server_url, requests, naive_requests, sweep, base or CoordinatorConfig(), concurrency)
-    )
+    """``concurrency`` callers (default two passes' worth, ``2 * batch_size``: one pass is
+    applied while the callers of the next one wait) send ``requests`` in the batched run."""
+    config = base or CoordinatorConfig()
+    callers = concurrency or 2 * config.batch_size
+    return asyncio.run(_run(server_url, requests, naive_requests, sweep, config, callers))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final
 
+from streamctl.config import DEFAULT_BATCH_SIZE, DEFAULT_BATCH_TIMEOUT
 from streamctl.limits import MAX_ACTIONS_UNDER_WAY
 
 COORDINATOR_WORKFLOW_ID = "coordinator"
@@ -27,8 +28,8 @@ again. The cost: a worker killed in the middle of a task delays the next one by 
 class CoordinatorConfig:
     """The knobs. ``batch_size`` and ``timeout`` are the ones a user must know."""
 
-    batch_size: int = 2000
-    timeout: float = 0.01
+    batch_size: int = DEFAULT_BATCH_SIZE
+    timeout: float = DEFAULT_BATCH_TIMEOUT
     max_pending: int = 20_000
     max_batch_bytes: int = 1_000_000
     passes_per_run: int = 1000

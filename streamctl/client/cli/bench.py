@@ -23,12 +23,17 @@ def bench_requests(
     catalog: str = typer.Option(
         "postgresql://postgres@127.0.0.1:5432/postgres", help="PostgreSQL server for the benchmark."
     ),
-    requests: int = typer.Option(20_000, help="Requests in the batched run."),
+    requests: int = typer.Option(80_000, help="Requests in the batched run."),
     naive_requests: int = typer.Option(2_000, help="Requests in the one-update-per-request run."),
     sweep: bool = typer.Option(True, help="Sweep batch_size/timeout."),
     batch_size: int = typer.Option(CoordinatorConfig.batch_size, help="Coordinator batch_size."),
     timeout: float = typer.Option(CoordinatorConfig.timeout, help="Coordinator timeout (s)."),
-    concurrency: int = typer.Option(4000, help="Concurrent callers in the batched runs."),
+    concurrency: int | None = typer.Option(
+        None,
+        min=1,
+        help="Concurrent callers in the batched runs; default two passes' worth "
+        "(2 x batch_size): one pass is applied while the next one gathers.",
+    ),
 ) -> None:
     """Batched requests/s against one update per request, same run, PostgreSQL catalog."""
     from streamctl.bench.requests import run_requests_bench
