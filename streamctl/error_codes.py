@@ -40,6 +40,13 @@ class ErrorCode:
     # TYPE_MISMATCH, SINK_SCHEMA_MISMATCH, INVALID_STATEMENT.
 
 
+ASK_AGAIN: Final = "; ask again"
+"""Ends the message of an ``UNAVAILABLE`` answer given in place of a read's result that was not
+kept (the answers of its pass had reached their bound, or a replayed pass did not store it):
+nothing was applied, and the same request asked again gets its result. The client library
+asks again by itself, within the request's deadline."""
+
+
 # ---- the planner's codes (streamctl.planner.errors.PlannerError.code) ------------------------
 
 SYNTAX_ERROR: Final = "SYNTAX_ERROR"

@@ -234,3 +234,29 @@ async def test_bad_input_gets_a_per_request_error_and_no_failed_workflow_task(
         assert await failed_workflow_tasks(coordinator.handle) == 0
     finally:
         await asyncio.to_thread(client.close)
+
+
+async def test_reads_whose_results_their_pass_could_not_keep_are_asked_again(
+    start_coordinator, sqlite_url
+):
+    """A pass hands back at most MAX_PASS_RESULT_BYTES of answers; the reads past that are
+    answered UNAVAILABLE "... ask again" (nothing was applied). The client library asks them
+    again itself, so every caller gets its listing."""
+    coordinator = await start_coordinator(sqlite_url)
+    wide = tuple(m.ColumnSpec(f"column_{i:03d}_{'x' * 100}", "FLOAT64") for i in range(100))
+    client = await coordinator.client().connect()
+    try:
+        created = await asyncio.gather(
+            *(client.ask_response(m.CreateLogicalSource(f"wide_{n}", wide)) for n in range(40))
+        )
+        assert all(answer.ok for answer in created)
+        # Each full page is ~384 KB: twelve of them are more than three passes can hand back.
+        listings = await asyncio.gather(
+            *(client.ask_response(m.ListLogicalSources(limit=1000)) for _ in range(12))
+        )
+        assert [answer.error_code for answer in listings] == [None] * 12, [
+            answer.error_message for answer in listings if not answer.ok
+        ]
+        assert client.stats.requests_asked_again > 0  # the case this test is about did occur
+    finally:
+        await asyncio.to_thread(client.close)

@@ -37,6 +37,7 @@ from streamctl.client.errors import (
     UndecodableAnswer,
 )
 from streamctl.client.outbox import Outgoing, new_id, settle
+from streamctl.error_codes import ASK_AGAIN, ErrorCode
 from streamctl.limits import MAX_EVENT_BATCH_BYTES
 from streamctl.workflows.messages import EventBatch, Response, compaction_key
 from streamctl.workflows.passes import JSON_ENCODING, json_payload
@@ -92,6 +93,7 @@ class ClientStats:
     signals_sent: int = 0
     signal_retries: int = 0
     requests_answered: int = 0
+    requests_asked_again: int = 0
     events_delivered: int = 0
 
 
@@ -300,8 +302,23 @@ class Pump:
             return
         outcomes = pair_answers([item.envelope.id for item in batch], responses)
         by_item = {id(item): outcome for item, outcome in zip(batch, outcomes, strict=True)}
+        again = [item for item in batch if _asks_again(by_item[id(item)])]
+        if again:
+            self._ask_again(again)
+            batch = [item for item in batch if not _asks_again(by_item[id(item)])]
         settle(batch, lambda item: by_item[id(item)])
         self.stats.requests_answered += len(batch)
+
+    def _ask_again(self, items: list[Outgoing]) -> None:
+        """Queue ``items`` again, first in line: reads whose results their pass did not keep
+        (:data:`~streamctl.error_codes.ASK_AGAIN`). Nothing was applied for them, so the same
+        request ids are asked again; their callers' deadlines still bound them."""
+        self.stats.requests_asked_again += len(items)
+        for item in items:
+            item.last_error = "its pass could not keep the answer (asked again)"
+        with self._lock:
+            self._requests.extendleft(reversed(items))
+        self._after_send()
 
     def _undecodable(self, error: Exception) -> UndecodableAnswer:
         """The typed error for a payload the data converter could not decode."""
@@ -372,6 +389,17 @@ def pair_answers(
         by_id.get(request_id) or UndecodableAnswer(f"the answer lacks request {request_id}")
         for request_id in ids
     ]
+
+
+def _asks_again(outcome: Response | UndecodableAnswer) -> bool:
+    """Whether an answer stands in for a read's result its pass did not keep."""
+    return (
+        isinstance(outcome, Response)
+        and not outcome.ok
+        and outcome.error_code == ErrorCode.UNAVAILABLE
+        and isinstance(outcome.error_message, str)
+        and outcome.error_message.endswith(ASK_AGAIN)
+    )
 
 
 def _failing_with(error: UndecodableAnswer) -> Callable[[Outgoing], BaseException]:

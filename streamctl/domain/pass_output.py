@@ -22,7 +22,7 @@ from streamctl.domain.pass_requests import (
     error_response,
 )
 from streamctl.domain.quarantine import storable
-from streamctl.error_codes import ErrorCode
+from streamctl.error_codes import ASK_AGAIN, ErrorCode
 from streamctl.limits import (
     MAX_PASS_RESULT_BYTES,
     MAX_RESPONSE_BYTES,
@@ -101,7 +101,7 @@ class PassOutput:
                 return error_response(
                     response.id,
                     ErrorCode.UNAVAILABLE,
-                    f"the answers of this pass reached {MAX_PASS_RESULT_BYTES} bytes; ask again",
+                    f"the answers of this pass reached {MAX_PASS_RESULT_BYTES} bytes{ASK_AGAIN}",
                     response.version,
                 )
             return error_response(
