@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from test_pass_activity import codes, run_pass
 
 from streamctl.activities.passes import CatalogWork
-from streamctl.catalog.models import QuarantinedMessage, Worker
+from streamctl.catalog.models import LogicalSource, QuarantinedMessage, Worker
 from streamctl.catalog.rows import LogicalSourceRow
 from streamctl.catalog.store import create_catalog_engine
 from streamctl.domain import context, pass_output, passes
@@ -200,6 +200,53 @@ def test_a_pass_hands_back_at_most_its_result_budget(catalog_url, monkeypatch):
         request_batches_json([[m.ListLogicalSources().to_envelope(ids[-1])]]),
     )
     assert json.loads(again.responses[0])[0]["ok"]
+
+
+def test_writes_whose_answers_do_not_fit_are_applied_kept_and_answered_when_asked_again(
+    catalog_url, monkeypatch
+):
+    """A write whose answer does not fit what is left of its pass's result is applied and its
+    whole answer stored; the pass hands back UNAVAILABLE "... ask again", and the same id
+    asked again gets the stored answer, itself within the budget of the pass that hands it
+    back (once, not applied twice)."""
+    monkeypatch.setattr(pass_output, "MAX_PASS_RESULT_BYTES", 40_000)
+    activities = CatalogWork(catalog_url)
+    wide = tuple(m.ColumnSpec(f"c{i:03d}_{'x' * 40}", "UINT64", False) for i in range(20))
+    creates = [m.CreateLogicalSource(f"s{i}", wide).to_envelope(f"create-{i}") for i in range(80)]
+
+    def apply(pass_no: int, envelopes: list[Envelope]) -> list[dict[str, Any]]:
+        result = activities.apply_pass(
+            PassInput("w", pass_no, 1000.0, [], [1000.0], 30.0, 60.0),
+            request_batches_json([envelopes]),
+        )
+        # the results within the budget; each answer's own fields besides
+        assert sum(len(r) for r in result.responses) < 40_000 + 200 * len(envelopes)
+        answers: list[dict[str, Any]] = json.loads(result.responses[0])
+        return answers
+
+    first = apply(1, creates)
+    asked_again = [a["id"] for a in first if a["error_code"] == "UNAVAILABLE"]
+    assert first[0]["ok"] and asked_again, codes(first)
+    assert {a["error_code"] for a in first} <= {None, "UNAVAILABLE"}
+    assert all(a["error_message"].endswith("ask again") for a in first if not a["ok"])
+    # Every create was applied, the unanswered ones too.
+    with Session(create_catalog_engine(catalog_url)) as session:
+        names = session.scalars(select(LogicalSource.name)).all()
+    assert sorted(names) == sorted(f"s{i}" for i in range(80))
+    # Asked again (all of them at once: the stored answers are budgeted too), each gets its
+    # stored answer, the rest ask again once more, until every one is answered.
+    pending = {e.id: e for e in creates if e.id in asked_again}
+    answered: dict[str, dict[str, Any]] = {}
+    for pass_no in range(2, 20):
+        if not pending:
+            break
+        for answer in apply(pass_no, list(pending.values())):
+            assert answer["error_code"] in (None, "UNAVAILABLE"), answer
+            if answer["ok"]:
+                answered[answer["id"]] = answer
+                del pending[answer["id"]]
+    assert not pending and sorted(answered) == sorted(asked_again)
+    assert all(a["result"]["schema"][0]["name"] == wide[0].name for a in answered.values())
 
 
 def test_start_actions_beyond_a_pass_result_wait_for_the_next_pass(catalog_url, monkeypatch):

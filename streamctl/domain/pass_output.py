@@ -79,37 +79,45 @@ class PassOutput:
         self.unstored: set[str] = set()
         """Answers handed back but not stored: reads that did not fit this pass's result,
         which a retry with the same id asks again."""
+        self._kept: dict[str, Response] = {}
+        """Answers stored but not handed back: writes (applied) whose answers did not fit
+        this pass's result; it hands back ``UNAVAILABLE ... ask again`` instead, and asking
+        again with the same id gets the stored answer."""
 
     def fitted(self, response: Response, request: m.Message) -> Response:
-        """``response``, or an error in its place when its result is too large on its own
-        (:data:`MAX_RESPONSE_BYTES`) or for what is left of this pass's result
-        (:data:`MAX_PASS_RESULT_BYTES`, under Temporal's 2 MB payload limit)."""
+        """``response``, or an error in its place: ``TOO_LARGE`` when its result is too large
+        on its own (:data:`MAX_RESPONSE_BYTES`); ``UNAVAILABLE ... ask again`` when it is too
+        large for what is left of this pass's result (:data:`MAX_PASS_RESULT_BYTES`, under
+        Temporal's 2 MB payload limit). Asked again under the same id, a read is read again
+        (its answer is not stored) and a write is answered from the store (its whole answer
+        is stored: :meth:`answered`)."""
         size = body_size(response.result)
         read_only = request.kind in m.READ_ONLY_KINDS or _lone_show(request, response.result)
-        applied = "" if read_only else " (it was applied)"
         if size > MAX_RESPONSE_BYTES:
             return error_response(
                 response.id,
                 ErrorCode.TOO_LARGE,
                 f"the answer to {request.kind} is {size} bytes, more than the "
-                f"{MAX_RESPONSE_BYTES} one answer may have{applied}{_paging_hint(request)}",
+                f"{MAX_RESPONSE_BYTES} one answer may have"
+                f"{'' if read_only else ' (it was applied)'}{_paging_hint(request)}",
                 response.version,
             )
         if size > self._answer_bytes_left:
             if read_only:
                 self.unstored.add(response.id)
-                return error_response(
-                    response.id,
-                    ErrorCode.UNAVAILABLE,
-                    f"the answers of this pass reached {MAX_PASS_RESULT_BYTES} bytes{ASK_AGAIN}",
-                    response.version,
-                )
-            return error_response(
-                response.id,
-                ErrorCode.TOO_LARGE,
-                f"the answer to {request.kind} did not fit in this pass's answers{applied}",
-                response.version,
-            )
+                return _ask_again(response, "")
+            self._kept[response.id] = response
+            return _ask_again(response, f"; {request.kind} was applied and its answer kept")
+        self._answer_bytes_left -= size
+        return response
+
+    def fitted_stored(self, response: Response) -> Response:
+        """An answer stored by an earlier pass (a retried request id), or ``UNAVAILABLE ...
+        ask again`` in its place when it does not fit what is left of this pass's result
+        (it stays stored: asking again gets it)."""
+        size = body_size(response.result)
+        if size > self._answer_bytes_left:
+            return _ask_again(response, "; the answer is kept")
         self._answer_bytes_left -= size
         return response
 
@@ -128,10 +136,12 @@ class PassOutput:
             )
 
     def answered(self, request: Request, response: Response, storable_request: bool = True) -> None:
+        """Stage ``request``'s answer to be stored: ``response``, or the whole answer that
+        :meth:`fitted` kept in its place."""
         self._answers.append(
             stored_row(
                 request,
-                response,
+                self._kept.pop(request.id, response),
                 self._stored + len(self._answers),
                 self.snapshot,
                 storable_request,
@@ -165,6 +175,17 @@ class PassOutput:
     def discard(self) -> None:
         self._changelog = []
         self._answers = []
+
+
+def _ask_again(response: Response, what_happened: str) -> Response:
+    """``UNAVAILABLE ... ask again`` in place of ``response``, which this pass's result has no
+    room for (:data:`~streamctl.error_codes.ASK_AGAIN`: the client library asks again)."""
+    return error_response(
+        response.id,
+        ErrorCode.UNAVAILABLE,
+        f"the answers of this pass reached {MAX_PASS_RESULT_BYTES} bytes{what_happened}{ASK_AGAIN}",
+        response.version,
+    )
 
 
 def _paging_hint(request: m.Message) -> str:

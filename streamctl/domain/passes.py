@@ -153,7 +153,7 @@ def _apply(
         )
     )
     if claimed is not None:
-        return _replay(session, pass_input, batches, claimed.version)
+        return _replay(session, pass_input, batches, claimed)
 
     version = (session.scalar(select(func.max(SnapshotVersion.version))) or 0) + 1
     snapshot = SnapshotVersion(
@@ -167,10 +167,12 @@ def _apply(
     )
     session.add(snapshot)
     session.flush()
+    out = PassOutput(session, snapshot)
 
     requests = [request for batch in batches for request in batch]
     answers = _load_stored(session, (r.id for r in requests))
     stored_requests = load_stored_requests(session, answers)
+    answers = {request_id: out.fitted_stored(answer) for request_id, answer in answers.items()}
     first_of: dict[str, Request] = {}
     work: list[tuple[str, float, m.Message]] = []
 
@@ -211,7 +213,6 @@ def _apply(
         start_room=pass_input.action_room,
     )
     ordered = sorted(range(len(work)), key=lambda i: (work[i][2].stage, work[i][1], i))
-    out = PassOutput(session, snapshot)
     if isolate:
         apply_one_by_one(ctx, out, [work[i] for i in ordered], first_of, answers, apply_message)
     else:
@@ -272,10 +273,13 @@ def _replay(
     session: Session,
     pass_input: PassInput,
     batches: list[list[Request]],
-    version: int,
+    claimed: SnapshotVersion,
 ) -> PassResult:
+    version = claimed.version
     answers = _load_stored(session, (r.id for batch in batches for r in batch))
     refusals = reused_id_refusals(batches, load_stored_requests(session, answers), version)
+    out = PassOutput(session, claimed)  # the answer budget: nothing is written
+    answers = {request_id: out.fitted_stored(answer) for request_id, answer in answers.items()}
     for request in (r for batch in batches for r in batch):
         if request.id not in answers:  # a read that did not fit the pass's answers
             answers[request.id] = error_response(
