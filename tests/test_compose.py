@@ -351,3 +351,16 @@ def test_a_service_missing_from_the_readme_is_reported() -> None:
     assert readme_problems(compose, (ROOT / "README.md").read_text()) == [
         "the README's distributed section does not mention service 'spark-worker-3'"
     ]
+
+
+def test_the_batching_defaults_are_the_codes() -> None:
+    """The file's fallbacks for the two knobs a user must know are the code's defaults (one
+    home: streamctl.config), so a compose deployment runs as ``streamctl up`` does."""
+    from streamctl import config
+
+    text = COMPOSE_FILE.read_text()
+    fallbacks = dict(re.findall(r"\$\{(STREAMCTL_BATCH_(?:SIZE|TIMEOUT)):-([^}]*)\}", text))
+    assert fallbacks == {
+        "STREAMCTL_BATCH_SIZE": str(config.DEFAULT_BATCH_SIZE),
+        "STREAMCTL_BATCH_TIMEOUT": str(config.DEFAULT_BATCH_TIMEOUT),
+    }

@@ -108,6 +108,7 @@ TRIGGER_OF: dict[str, T] = {
     "move": T.MOVE,
     "rerun": T.AGENT_BACK,
     "stop_again": T.STOP_AGAIN,
+    "stop_again_due": T.STOP_AGAIN,
 }
 
 operations = st.tuples(
@@ -141,8 +142,8 @@ def apply(
         return queries.stop(row, now)
     if name == "move":
         return queries.move(row, now), None
-    if name == "stop_again":
-        step = queries.stop_again(row, now)
+    if name in ("stop_again", "stop_again_due"):
+        step = queries.stop_again(row, now, due=name == "stop_again_due")
         # not due yet: nothing moves (the step is the state staying where it is)
         return (step or queries.Step(S(row.current_state), S(row.current_state))), (
             "sent" if step else None
@@ -184,7 +185,7 @@ def check_entry_effects(
         assert row.worker == before.worker
         if trigger is T.STOP_AGAIN:
             # at most one stop per STOP_AGAIN_AFTER: sent once the last one is that old
-            due = before.retry_at is None or before.retry_at <= now
+            due = name == "stop_again_due" or before.retry_at is None or before.retry_at <= now
             assert (extra == "sent") is due
             if due:
                 assert row.retry_at == now + queries.STOP_AGAIN_AFTER
@@ -313,3 +314,19 @@ def test_stop_answers_the_agent_to_stop_on():
     recovering = Query(current_state=S.RECOVERING, retry_at=3.0, run=2)
     step, agent = queries.stop(recovering, 10.0)
     assert (step.action, agent, recovering.retry_at) == ("RECOVERING->STOPPED", None, None)
+
+
+def test_a_stop_is_sent_again_only_after_the_workflows_own_retries_of_it_have_ended():
+    """STOP_AGAIN_AFTER outlasts every round of retrying one stop (streamctl.workflows.
+    agent_calls): a stop sent again never runs beside its earlier one on a busy agent."""
+    from streamctl.workflows import agent_calls
+
+    retry = agent_calls.ACTION_RETRY
+    assert retry.maximum_attempts and retry.maximum_interval is not None
+    one_round = (
+        retry.maximum_attempts
+        * (agent_calls.ACTION_TIMEOUT + retry.maximum_interval).total_seconds()
+    )
+    rounds = agent_calls.STOP_ROUNDS
+    longest = rounds * one_round + (rounds - 1) * agent_calls.STOP_RETRY_DELAY.total_seconds()
+    assert longest <= queries.STOP_AGAIN_AFTER

@@ -214,6 +214,44 @@ def test_an_agent_declared_dead_that_heartbeats_again_is_back_and_reconciled(cat
     assert (query["result"]["current_state"], query["result"]["worker"]) == ("STARTING", "a1")
 
 
+@pytest.mark.parametrize("report", ["CRASHED", "FINISHED"])
+def test_a_run_that_ends_by_itself_while_its_stop_is_under_way_leaves_the_query_stopped(
+    catalog_url, report
+):
+    """Its Spark died, or its input ended, before the stop answered: nothing runs any more,
+    so the query is STOPPED (it used to stay STOPPING, holding its agent's slot)."""
+    activities = CatalogWork(catalog_url)
+    run_pass(activities, 1, SETUP, events=(m.RegisterWorker("a1"),))
+    [created] = run_pass(activities, 2, [m.CreateQuery("SELECT id, amount FROM orders INTO big")])
+    query_id = created["result"]["id"]
+    run_pass(activities, 3, [], events=(m.QueryStatusChanged(query_id, "RUNNING", None, "a1", 1),))
+    [stopping] = run_pass(activities, 4, [m.StopQuery(query_id)])
+    assert stopping["result"]["current_state"] == "STOPPING"
+    ended = m.QueryStatusChanged(query_id, report, "[SPARK_LOST] gone", "a1", 1)
+    run_pass(activities, 5, [], events=(ended,))
+    [got] = run_pass(activities, 6, [m.GetQuery(query_id)])
+    assert (got["result"]["current_state"], got["result"]["worker"]) == ("STOPPED", None)
+
+
+def test_an_agent_that_registers_again_is_told_again_to_stop_what_it_was_stopping(catalog_url):
+    """A restarted agent reports nothing of a run it lost: the stop is sent to it again at once
+    (not after STOP_AGAIN_AFTER), and its answer settles the query."""
+    activities = CatalogWork(catalog_url)
+    run_pass(activities, 1, SETUP, events=(m.RegisterWorker("a1"),))
+    [created] = run_pass(activities, 2, [m.CreateQuery("SELECT id, amount FROM orders INTO big")])
+    query_id = created["result"]["id"]
+    run_pass(activities, 3, [], events=(m.QueryStatusChanged(query_id, "RUNNING", None, "a1", 1),))
+    run_pass(activities, 4, [m.StopQuery(query_id)])
+    _, actions = pass_result(activities, 5, [], events=(m.RegisterWorker("a1"),))
+    assert [(a.agent, a.stop, a.reconcile) for a in actions] == [
+        ("a1", StopAssignment(query_id, 1), False),
+        ("a1", None, True),
+    ]
+    run_pass(activities, 6, [], events=(m.QueryStatusChanged(query_id, "STOPPED", None, "a1", 1),))
+    [got] = run_pass(activities, 7, [m.GetQuery(query_id)])
+    assert got["result"]["current_state"] == "STOPPED"
+
+
 def test_a_stopping_query_whose_agent_still_runs_it_is_stopped_again_at_a_bounded_rate(
     catalog_url,
 ):

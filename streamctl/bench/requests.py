@@ -82,7 +82,10 @@ async def measure(
     client = await CoordinatorClient(address, **options).connect()
     latencies: list[float] = []
     errors = 0
-    per_caller = max(1, total // concurrency)
+    # Whole create/get/drop cycles per caller, and no more callers than the total holds, so
+    # that every measurement sends the same mix and about ``total`` requests.
+    concurrency = max(1, min(concurrency, total // CYCLE))
+    per_caller = max(1, total // concurrency // CYCLE) * CYCLE
 
     async def caller(index: int) -> None:
         nonlocal errors

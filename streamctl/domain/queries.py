@@ -310,9 +310,14 @@ def query_status_changed(ctx: PassContext, event: m.QueryStatusChanged, received
         return
     trigger = REPORT_TRIGGERS.get(event.status)
     before = S(row.current_state)
-    if before is S.STOPPING and event.status == AgentStatus.RUNNING and event.run == row.run:
-        _stop_again(ctx, row, event.agent or "its agent")
-        return
+    if before is S.STOPPING and event.run == row.run:
+        if event.status == AgentStatus.RUNNING:
+            _stop_again(ctx, row, event.agent or "its agent")
+            return
+        if trigger in (T.CRASHED, T.INPUT_DONE):
+            # The run ended by itself while its stop was under way (its Spark died, its input
+            # ended): nothing runs any more, which is what the stop was for.
+            trigger = T.STOPPED
     if trigger is None or not can_transition(before, trigger):
         return  # a duplicate or late report: the query has moved on
     now = ctx.view.now
@@ -365,14 +370,21 @@ def agent_lost(ctx: PassContext, agent: str, reason: str) -> None:
 
 def agent_registered_again(ctx: PassContext, agent: str) -> None:
     """A known agent registered again (it may have restarted and lost its queries): start its
-    queries there again (starting is idempotent), and ask it what it runs, so that strays are
-    stopped."""
+    queries there again (starting is idempotent), stop again those it was stopping, and ask
+    it what it runs, so that strays are stopped."""
     for row in ctx.view.queries_on(agent, (S.STARTING, S.RUNNING)):
         assignment = _assignment(ctx, row, row.run + 1)
         lifecycle.rerun(row)
         ctx.stamp(row)
         ctx.actions.append(AgentAction(agent, start=assignment))
         ctx.record("query", row.id, "restart", f"{agent} registered again: make sure it runs")
+    for row in ctx.view.queries_on(agent, (S.STOPPING,)):
+        # A restarted agent no longer has the run, and reports nothing of it: its answer to
+        # the stop (STOPPED, or the stop done) settles the query now.
+        lifecycle.stop_again(row, ctx.view.now, due=True)
+        ctx.stamp(row)
+        ctx.actions.append(AgentAction(agent, stop=StopAssignment(row.id, row.run)))
+        ctx.record("query", row.id, "stop-again", f"{agent} registered again: make sure it stops")
     ctx.actions.append(AgentAction(agent, reconcile=True))
 
 
@@ -451,8 +463,10 @@ def _stop_again(ctx: PassContext, row: QueryRow, reporter: str) -> None:
     """The run a stop was sent for still runs: the workflow's retries of that stop gave up
     (its agent answered with errors, or was too busy to take it). Send it again, at most once
     per ``STOP_AGAIN_AFTER``, so that the query does not stay ``STOPPING`` for ever."""
+    if row.worker is None:
+        return
     step = lifecycle.stop_again(row, ctx.view.now)
-    if step is None or row.worker is None:
+    if step is None:
         return
     ctx.stamp(row)
     ctx.actions.append(AgentAction(row.worker, stop=StopAssignment(row.id, row.run)))

@@ -117,11 +117,13 @@ TRANSITIONS: dict[tuple[QueryState, QueryTrigger], QueryState] = {
 }
 """Every allowed transition of a query's current state."""
 
-STOP_AGAIN_AFTER = 300.0
+STOP_AGAIN_AFTER = 2400.0
 """Seconds after a stop was sent before a ``STOPPING`` query whose agent still reports the run
 gets another stop: longer than the workflow's own rounds of retrying a failed or unclaimed
-stop (``streamctl.workflows.agent_calls``: 6 rounds of 10 s plus a 20 s pickup timeout),
-so only a stop those rounds gave up on is sent again, once per period."""
+stop can last (``streamctl.workflows.agent_calls``: 6 rounds of up to 3 attempts of up to
+120 s each, 10 s apart; ``tests/test_lifecycle.py`` checks the relation), so that only a stop
+those rounds gave up on is sent again, once per period, and stops of one run never pile up
+on a busy agent."""
 
 ACTIVE_STATES = frozenset({S.STARTING, S.RUNNING, S.STOPPING, S.RECOVERING})
 """States in which a query holds (or is about to hold) a slot of an agent's capacity."""
@@ -390,14 +392,15 @@ def move(row: QueryFields, now: float) -> Step:
     return step
 
 
-def stop_again(row: QueryFields, now: float) -> Step | None:
+def stop_again(row: QueryFields, now: float, *, due: bool = False) -> Step | None:
     """``STOP_AGAIN``: the agent of a ``STOPPING`` query reports the run it was asked to stop
-    as still running. Once the last stop is :data:`STOP_AGAIN_AFTER` old, a stop is sent again
-    to its worker (the answer is the step; ``None`` while the last stop is younger) and the
-    next may go :data:`STOP_AGAIN_AFTER` after this one."""
+    as still running. Once the last stop is :data:`STOP_AGAIN_AFTER` old (or at once when
+    ``due``: the agent registered again, its earlier stops are moot), a stop is sent again to
+    its worker (the answer is the step; ``None`` while the last stop is younger) and the next
+    may go :data:`STOP_AGAIN_AFTER` after this one."""
     if not can_transition(QueryState(row.current_state), T.STOP_AGAIN):
         raise IllegalTransition(QueryState(row.current_state), T.STOP_AGAIN)
-    if row.retry_at is not None and row.retry_at > now:
+    if not due and row.retry_at is not None and row.retry_at > now:
         return None
     step = _enter(row, T.STOP_AGAIN)
     row.retry_at = now + STOP_AGAIN_AFTER

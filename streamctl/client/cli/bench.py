@@ -31,8 +31,9 @@ def bench_requests(
     concurrency: int | None = typer.Option(
         None,
         min=1,
-        help="Concurrent callers in the batched runs; default two passes' worth "
-        "(2 x batch_size): one pass is applied while the next one gathers.",
+        help="Concurrent callers in the batched run; default two passes' worth "
+        "(2 x batch_size): one pass is applied while the next one gathers. The sweep's "
+        "points each use two passes' worth of their own batch_size.",
     ),
 ) -> None:
     """Batched requests/s against one update per request, same run, PostgreSQL catalog."""
