@@ -43,6 +43,13 @@ so a page fits in one answer (``MAX_RESPONSE_BYTES``) whatever ``limit`` asked f
 MAX_PASS_RESULT_BYTES = 1536 * 1024
 """The answers one pass hands back to the workflow, in all. Temporal fails a payload above
 2 MB; the rest of the pass result (actions, counts) fits in the remaining half megabyte."""
+MAX_PASS_WORK_SECONDS = 5.0
+"""How long a pass applies requests: a request that comes up later is not applied but answered
+``UNAVAILABLE ... ask again`` (the client library asks again, first in line). 600
+``CreateQuery`` requests with 110-term predicates took 14 s in one pass on 2 cores (a busy
+machine), near the pass's activity timeout (``pass_timeout``, 15 s by default); a pass past it
+fails every attempt and is split again and again. A pass takes up to ``batch_size`` (4,000)
+requests. Events are always applied; a pass applies one request at least."""
 MAX_PASS_ACTION_BYTES = 256 * 1024
 """The start actions one pass hands to the workflow (their plans), in all; queries past it
 wait for the next pass, which follows at once."""

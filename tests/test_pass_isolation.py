@@ -249,6 +249,43 @@ def test_writes_whose_answers_do_not_fit_are_applied_kept_and_answered_when_aske
     assert all(a["result"]["schema"][0]["name"] == wide[0].name for a in answered.values())
 
 
+def test_requests_past_a_passs_work_time_are_not_applied_and_are_asked_again(
+    catalog_url, monkeypatch
+):
+    """A pass applies requests for MAX_PASS_WORK_SECONDS (one at least); the later ones are
+    answered UNAVAILABLE "... ask again", neither applied nor stored, and asked again they
+    are applied. Events are applied whatever the time."""
+    monkeypatch.setattr(pass_output, "MAX_PASS_WORK_SECONDS", 0.0)
+    activities = CatalogWork(catalog_url)
+    creates = [m.CreateLogicalSource(f"s{i}", SCHEMA).to_envelope(f"c-{i}") for i in range(4)]
+    heartbeat = m.RegisterWorker("w1").to_envelope("e-register")
+    result = activities.apply_pass(
+        PassInput("w", 1, 1000.0, [PendingMessage(heartbeat, 1000.0)], [1000.0], 30.0, 60.0),
+        request_batches_json([creates]),
+    )
+    first = json.loads(result.responses[0])
+    assert codes(first) == ["ok"] + ["UNAVAILABLE"] * 3
+    assert all(a["error_message"].endswith("ask again") for a in first[1:])
+    with Session(create_catalog_engine(catalog_url)) as session:
+        assert session.scalars(select(LogicalSource.name)).all() == ["s0"]
+        assert session.scalars(select(Worker.name)).all() == ["w1"]
+    # Asked again, one per pass here: each is applied once, and the first is answered from
+    # the store.
+    for pass_no, envelope in enumerate(creates[1:], start=2):
+        result = activities.apply_pass(
+            PassInput("w", pass_no, 1000.0, [], [1000.0], 30.0, 60.0),
+            request_batches_json([[creates[0], envelope]]),
+        )
+        assert codes(json.loads(result.responses[0])) == ["ok", "ok"]
+    with Session(create_catalog_engine(catalog_url)) as session:
+        assert sorted(session.scalars(select(LogicalSource.name)).all()) == [
+            "s0",
+            "s1",
+            "s2",
+            "s3",
+        ]
+
+
 def test_start_actions_beyond_a_pass_result_wait_for_the_next_pass(catalog_url, monkeypatch):
     """The start actions a pass hands back (each carries its plan) are bounded; queries past
     the bound stay CREATED and the pass asks for the next one at once, which starts them."""

@@ -4,6 +4,7 @@ answer budget of one pass (:data:`~streamctl.limits.MAX_PASS_RESULT_BYTES`)."""
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -25,6 +26,7 @@ from streamctl.domain.quarantine import storable
 from streamctl.error_codes import ASK_AGAIN, ErrorCode
 from streamctl.limits import (
     MAX_PASS_RESULT_BYTES,
+    MAX_PASS_WORK_SECONDS,
     MAX_RESPONSE_BYTES,
 )
 from streamctl.workflows import answers
@@ -79,6 +81,8 @@ class PassOutput:
         self.unstored: set[str] = set()
         """Answers handed back but not stored: reads that did not fit this pass's result,
         which a retry with the same id asks again."""
+        self._work_deadline = time.monotonic() + MAX_PASS_WORK_SECONDS
+        self._requests_applied = 0
         self._kept: dict[str, Response] = {}
         """Answers stored but not handed back: writes (applied) whose answers did not fit
         this pass's result; it hands back ``UNAVAILABLE ... ask again`` instead, and asking
@@ -110,6 +114,27 @@ class PassOutput:
             return _ask_again(response, f"; {request.kind} was applied and its answer kept")
         self._answer_bytes_left -= size
         return response
+
+    def out_of_time(self) -> bool:
+        """Whether the pass has applied requests for :data:`MAX_PASS_WORK_SECONDS` (one at
+        least): the later ones wait for the next pass (:meth:`deferred`)."""
+        return self._requests_applied > 0 and time.monotonic() > self._work_deadline
+
+    def applying(self) -> None:
+        """A request is about to be applied."""
+        self._requests_applied += 1
+
+    def deferred(self, request_id: str, version: int) -> Response:
+        """The answer to a request this pass has no time left for: nothing was applied, and
+        nothing is stored, so the same id asked again is applied then."""
+        self.unstored.add(request_id)
+        return error_response(
+            request_id,
+            ErrorCode.UNAVAILABLE,
+            f"the pass had applied requests for {MAX_PASS_WORK_SECONDS:g} s; this one was "
+            f"not applied{ASK_AGAIN}",
+            version,
+        )
 
     def fitted_stored(self, response: Response) -> Response:
         """An answer stored by an earlier pass (a retried request id), or ``UNAVAILABLE ...

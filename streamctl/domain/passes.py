@@ -410,7 +410,9 @@ def apply_message(
     """Apply one decoded message to the view: a request's answer, or None for an event.
 
     A refusal (:class:`RequestFailed`) is the request's answer; any other exception is the
-    caller's to handle (the message may have changed the view half-way)."""
+    caller's to handle (the message may have changed the view half-way). A request that
+    comes up after the pass's work time (:data:`~streamctl.limits.MAX_PASS_WORK_SECONDS`) is
+    not applied: it is answered ``UNAVAILABLE ... ask again`` and not stored."""
     version = out.snapshot.version
     ctx.changes.clear()
     if isinstance(message, m.Event):
@@ -419,6 +421,9 @@ def apply_message(
         except RequestFailed as error:
             log.warning("event %s refused: %s", message_id, error.message)
         return None
+    if out.out_of_time():
+        return out.deferred(message_id, version)
+    out.applying()
     try:
         result = REQUEST_HANDLERS[message.kind](ctx, message)
     except RequestFailed as error:
