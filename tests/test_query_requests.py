@@ -214,12 +214,13 @@ def test_an_agent_declared_dead_that_heartbeats_again_is_back_and_reconciled(cat
     assert (query["result"]["current_state"], query["result"]["worker"]) == ("STARTING", "a1")
 
 
-@pytest.mark.parametrize("report", ["CRASHED", "FINISHED"])
-def test_a_run_that_ends_by_itself_while_its_stop_is_under_way_leaves_the_query_stopped(
-    catalog_url, report
+@pytest.mark.parametrize(("report", "after"), [("CRASHED", "STOPPED"), ("FINISHED", "FINISHED")])
+def test_a_run_that_ends_by_itself_while_its_stop_is_under_way_settles_the_query(
+    catalog_url, report, after
 ):
     """Its Spark died, or its input ended, before the stop answered: nothing runs any more,
-    so the query is STOPPED (it used to stay STOPPING, holding its agent's slot)."""
+    so the query is STOPPED, or FINISHED (it used to stay STOPPING, holding its agent's
+    slot)."""
     activities = CatalogWork(catalog_url)
     run_pass(activities, 1, SETUP, events=(m.RegisterWorker("a1"),))
     [created] = run_pass(activities, 2, [m.CreateQuery("SELECT id, amount FROM orders INTO big")])
@@ -230,7 +231,8 @@ def test_a_run_that_ends_by_itself_while_its_stop_is_under_way_leaves_the_query_
     ended = m.QueryStatusChanged(query_id, report, "[SPARK_LOST] gone", "a1", 1)
     run_pass(activities, 5, [], events=(ended,))
     [got] = run_pass(activities, 6, [m.GetQuery(query_id)])
-    assert (got["result"]["current_state"], got["result"]["worker"]) == ("STOPPED", None)
+    assert (got["result"]["current_state"], got["result"]["worker"]) == (after, None)
+    assert got["result"]["retry_at"] is None
 
 
 def test_an_agent_that_registers_again_is_told_again_to_stop_what_it_was_stopping(catalog_url):

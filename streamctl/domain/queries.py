@@ -314,9 +314,10 @@ def query_status_changed(ctx: PassContext, event: m.QueryStatusChanged, received
         if event.status == AgentStatus.RUNNING:
             _stop_again(ctx, row, event.agent or "its agent")
             return
-        if trigger in (T.CRASHED, T.INPUT_DONE):
-            # The run ended by itself while its stop was under way (its Spark died, its input
-            # ended): nothing runs any more, which is what the stop was for.
+        if trigger is T.CRASHED:
+            # The run ended by itself while its stop was under way (its Spark died): nothing
+            # runs any more, which is what the stop was for. (A run whose input ended is
+            # FINISHED, even while being moved: there is nothing left to run elsewhere.)
             trigger = T.STOPPED
     if trigger is None or not can_transition(before, trigger):
         return  # a duplicate or late report: the query has moved on

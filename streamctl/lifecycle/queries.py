@@ -90,6 +90,7 @@ TRANSITIONS: dict[tuple[QueryState, QueryTrigger], QueryState] = {
     (S.RECOVERING, T.STARTED): S.RUNNING,  # a late report from a start the agent completed
     (S.STARTING, T.INPUT_DONE): S.FINISHED,
     (S.RUNNING, T.INPUT_DONE): S.FINISHED,
+    (S.STOPPING, T.INPUT_DONE): S.FINISHED,  # its input ended before the stop came
     (S.CREATED, T.STOP): S.STOPPED,
     (S.STARTING, T.STOP): S.STOPPING,
     (S.RUNNING, T.STOP): S.STOPPING,
@@ -298,9 +299,10 @@ def started(row: QueryFields, now: float) -> Step:
 
 
 def finished(row: QueryFields) -> Step:
-    """``INPUT_DONE``: ``FINISHED``; it holds no agent any more."""
+    """``INPUT_DONE``: ``FINISHED``; it holds no agent any more, and no stop is pending."""
     step = _enter(row, T.INPUT_DONE)
     row.worker = None
+    row.retry_at = None
     return step
 
 
