@@ -41,10 +41,22 @@ class ErrorCode:
 
 
 ASK_AGAIN: Final = "; ask again"
-"""Ends the message of an ``UNAVAILABLE`` answer given in place of a read's result that was not
-kept (the answers of its pass had reached their bound, or a replayed pass did not store it):
-nothing was applied, and the same request asked again gets its result. The client library
-asks again by itself, within the request's deadline."""
+"""Ends the message of an ``UNAVAILABLE`` answer that a pass hands back in place of an answer
+it could not give now, and never stores: a read whose result did not fit the pass's answers
+(asked again, it is read again), a write whose answer did not fit (it was applied and its
+answer stored: asked again, the stored answer comes back), a request the pass had no time
+left for (not applied: asked again, it is applied then). The same request asked again under
+the same id gets its answer; the client library does so by itself, within the request's
+deadline. No stored answer ends with it (:func:`asks_again`), so asking again never loops."""
+
+
+def asks_again(error_code: str | None, error_message: object) -> bool:
+    """Whether an answer is one to ask again for (:data:`ASK_AGAIN`)."""
+    return (
+        error_code == ErrorCode.UNAVAILABLE
+        and isinstance(error_message, str)
+        and error_message.endswith(ASK_AGAIN)
+    )
 
 
 # ---- the planner's codes (streamctl.planner.errors.PlannerError.code) ------------------------

@@ -323,10 +323,8 @@ def test_a_stop_is_sent_again_only_after_the_workflows_own_retries_of_it_have_en
 
     retry = agent_calls.ACTION_RETRY
     assert retry.maximum_attempts and retry.maximum_interval is not None
-    one_round = (
-        retry.maximum_attempts
-        * (agent_calls.ACTION_TIMEOUT + retry.maximum_interval).total_seconds()
-    )
+    attempt = agent_calls.ACTION_PICKUP_TIMEOUT + agent_calls.ACTION_TIMEOUT
+    one_round = retry.maximum_attempts * (attempt + retry.maximum_interval).total_seconds()
     rounds = agent_calls.STOP_ROUNDS
     longest = rounds * one_round + (rounds - 1) * agent_calls.STOP_RETRY_DELAY.total_seconds()
     assert longest <= queries.STOP_AGAIN_AFTER

@@ -26,7 +26,7 @@ from test_pass_activity import run_pass
 from streamctl.activities.passes import CatalogWork
 from streamctl.client import paging
 from streamctl.client.paging import complete_show_pages
-from streamctl.domain import listing, pass_output
+from streamctl.domain import listing, passes
 from streamctl.limits import MAX_PAGE_ROWS
 from streamctl.workflows import messages as m
 
@@ -256,7 +256,7 @@ def test_a_lone_show_that_does_not_fit_the_pass_is_asked_again_not_refused(
     """A SHOW changes nothing: when its page does not fit what is left of a pass's answers,
     it is ``UNAVAILABLE`` (ask again), as a listing is, not ``TOO_LARGE``."""
     # The setup's 600 long creates in one pass may take longer than a pass applies requests.
-    monkeypatch.setattr(pass_output, "MAX_PASS_WORK_SECONDS", 3600.0)
+    monkeypatch.setattr(passes, "MAX_PASS_WORK_SECONDS", 3600.0)
     activities = CatalogWork(catalog_url)
     padding = " AND ".join(f"v != {n}" for n in range(110))
     schema = (*SCHEMA, m.ColumnSpec("v", "INT64", False))

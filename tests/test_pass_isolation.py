@@ -20,14 +20,16 @@ from sqlalchemy.orm import Session
 from test_pass_activity import codes, run_pass
 
 from streamctl.activities.passes import CatalogWork
-from streamctl.catalog.models import LogicalSource, QuarantinedMessage, Worker
+from streamctl.catalog.models import LogicalSource, QuarantinedMessage, SnapshotVersion, Worker
 from streamctl.catalog.rows import LogicalSourceRow
 from streamctl.catalog.store import create_catalog_engine
 from streamctl.domain import context, pass_output, passes
 from streamctl.domain.context import PassContext
+from streamctl.domain.pass_requests import Request
+from streamctl.error_codes import asks_again
 from streamctl.limits import INT32_MAX, INT64_MAX
 from streamctl.workflows import messages as m
-from streamctl.workflows.messages import Envelope
+from streamctl.workflows.messages import Envelope, Response
 from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_json
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
@@ -255,7 +257,7 @@ def test_requests_past_a_passs_work_time_are_not_applied_and_are_asked_again(
     """A pass applies requests for MAX_PASS_WORK_SECONDS (one at least); the later ones are
     answered UNAVAILABLE "... ask again", neither applied nor stored, and asked again they
     are applied. Events are applied whatever the time."""
-    monkeypatch.setattr(pass_output, "MAX_PASS_WORK_SECONDS", 0.0)
+    monkeypatch.setattr(passes, "MAX_PASS_WORK_SECONDS", 0.0)
     activities = CatalogWork(catalog_url)
     creates = [m.CreateLogicalSource(f"s{i}", SCHEMA).to_envelope(f"c-{i}") for i in range(4)]
     heartbeat = m.RegisterWorker("w1").to_envelope("e-register")
@@ -316,3 +318,52 @@ def test_start_actions_beyond_a_pass_result_wait_for_the_next_pass(catalog_url, 
         PassInput("w", 3, 1000.1, [check], [], 30.0, 60.0), request_batches_json([])
     )
     assert len(result.actions) == 1  # the next one starts
+
+
+def test_a_kept_answer_rolled_back_with_its_write_is_not_stored_in_place_of_its_error(
+    monkeypatch,
+):
+    """In a pass applied one savepoint at a time, a write whose answer was kept (no room in
+    the pass's result) and whose savepoint then rolled back is answered with its error: the
+    kept ok answer goes with the rollback. And no answer to ask again for is ever stored."""
+    monkeypatch.setattr(pass_output, "MAX_PASS_RESULT_BYTES", 10)
+    snapshot = SnapshotVersion(version=7, pass_no=1, workflow_id="w", committed_at=0.0)
+    out = pass_output.PassOutput(None, snapshot)  # type: ignore[arg-type]  # nothing is sent
+    message = m.CreateLogicalSource("s", SCHEMA)
+    request = Request("c-1", message.to_envelope("c-1"), 0.0, 10)
+    whole = Response(id="c-1", ok=True, result={"name": "s", "schema": ["x" * 100]}, version=7)
+    handed_back = out.fitted(whole, message)
+    assert asks_again(handed_back.error_code, handed_back.error_message)
+    out.discard()  # the savepoint rolled back
+    error = Response("c-1", False, None, "INVALID_REQUEST", "it did not fit a column", 7)
+    out.answered(request, error)
+    assert [row["ok"] for row in out._answers] == [False]
+    with pytest.raises(ValueError, match="never stored"):
+        out.answered(request, handed_back)
+
+
+def test_only_the_agents_word_ends_a_stopping_run_not_a_start_that_failed(catalog_url):
+    """A start that failed is reported CRASHED by the coordinator itself, but the start may
+    still land: a query being stopped stays STOPPING until the stop answers."""
+    activities = CatalogWork(catalog_url)
+    run_pass(
+        activities,
+        1,
+        [
+            m.CreateLogicalSource("s", SCHEMA),
+            m.CreatePhysicalSource("s", "File", {"file_path": "in"}),
+            m.CreateSink("out", SCHEMA, "Print"),
+        ],
+        events=(m.RegisterWorker("a1"),),
+    )
+    [created] = run_pass(activities, 2, [m.CreateQuery("SELECT id FROM s INTO out")])
+    query_id = created["result"]["id"]
+    [stopping] = run_pass(activities, 3, [m.StopQuery(query_id)])  # still STARTING: STOPPING
+    assert stopping["result"]["current_state"] == "STOPPING"
+    failed = m.QueryStatusChanged(query_id, "CRASHED", "start on a1 failed: timed out", "a1", 1)
+    run_pass(activities, 4, [], events=(failed,))
+    [still] = run_pass(activities, 5, [m.GetQuery(query_id)])
+    assert still["result"]["current_state"] == "STOPPING"
+    run_pass(activities, 6, [], events=(m.QueryStatusChanged(query_id, "STOPPED", None, "a1", 1),))
+    [stopped] = run_pass(activities, 7, [m.GetQuery(query_id)])
+    assert stopped["result"]["current_state"] == "STOPPED"

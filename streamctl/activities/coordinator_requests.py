@@ -4,7 +4,9 @@ The reoptimization workflow cannot send an update itself (workflows only signal 
 workflows, and a signal has no answer), so this activity does, through the worker's own
 Temporal client, in the coordinator's wire format (:mod:`streamctl.workflows.coordinator`):
 one ``submit`` update carrying one request envelope under the id the caller chose. A retry
-with the same id gets the coordinator's stored answer, so the request is applied once.
+with the same id gets the coordinator's stored answer, so the request is applied once; an
+answer to ask again for (:data:`~streamctl.error_codes.ASK_AGAIN`) fails the attempt, and the
+activity's retry asks again.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 from streamctl.compact_json import dumps_bytes
+from streamctl.error_codes import asks_again
 from streamctl.workflows import messages as m
 from streamctl.workflows.config import ReoptimizeTarget
 from streamctl.workflows.passes import json_payload
@@ -28,10 +31,15 @@ async def _ask(workflow_id: str, request: m.Request, request_id: str) -> Any:
     answer: RawValue = await handle.execute_update(
         "submit",
         args=[[request_id], json_payload(b"[" + dumps_bytes(envelope) + b"]")],
-        id=f"u-{request_id}",
+        # An update per attempt: Temporal answers a known update id with its first answer,
+        # and an attempt after an "ask again" must reach a pass again.
+        id=f"u-{request_id}-{activity.info().attempt}",
         result_type=RawValue,
     )
     [response] = orjson.loads(answer.payload.data)
+    if asks_again(response.get("error_code"), response.get("error_message")):
+        # Its pass could not answer it then; the activity's retry asks again under the id.
+        raise ApplicationError(f"{request.kind}: {response['error_message']}", type="AskAgain")
     if not response["ok"]:
         raise ApplicationError(
             f"{request.kind} refused: {response['error_code']}: {response['error_message']}",

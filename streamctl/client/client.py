@@ -15,8 +15,10 @@ Guarantees
   (:class:`~streamctl.client.errors.ClientError`). Retries reuse the request ids, so the
   coordinator never applies a request twice: ``Busy``/``ContinuingAsNew`` rejections,
   RESOURCE_EXHAUSTED, FAILED_PRECONDITION, UNAVAILABLE and update timeouts are retried with
-  backoff. A read answered ``UNAVAILABLE ... ask again`` (its pass could not keep the result:
-  :data:`~streamctl.error_codes.ASK_AGAIN`) is asked again under the same id, first in line.
+  backoff. A request answered ``UNAVAILABLE ... ask again`` (its pass could not answer it
+  then: :data:`~streamctl.error_codes.ASK_AGAIN`) is asked again under the same id, first in
+  line. Such a request may be applied after requests sent after it: a request that depends on
+  another waits for that one's answer before it is sent.
 * Every ``ask`` returns by its deadline: ``request_timeout`` after the call (or the call's own
   shorter ``timeout``), waiting for room in the outbox included. The caller itself watches its
   deadline, so a coordinator that never answers (no worker polling, a wedged workflow) or a

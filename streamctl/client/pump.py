@@ -37,7 +37,7 @@ from streamctl.client.errors import (
     UndecodableAnswer,
 )
 from streamctl.client.outbox import Outgoing, new_id, settle
-from streamctl.error_codes import ASK_AGAIN, ErrorCode
+from streamctl.error_codes import asks_again
 from streamctl.limits import MAX_EVENT_BATCH_BYTES
 from streamctl.workflows.messages import EventBatch, Response, compaction_key
 from streamctl.workflows.passes import JSON_ENCODING, json_payload
@@ -310,12 +310,16 @@ class Pump:
         self.stats.requests_answered += len(batch)
 
     def _ask_again(self, items: list[Outgoing]) -> None:
-        """Queue ``items`` again, first in line: reads whose results their pass did not keep
-        (:data:`~streamctl.error_codes.ASK_AGAIN`). Nothing was applied for them, so the same
-        request ids are asked again; their callers' deadlines still bound them."""
+        """Queue ``items`` again, first in line, under their ids: requests their pass could
+        not answer now (:data:`~streamctl.error_codes.ASK_AGAIN`: a result that did not fit,
+        a request it had no time for); their callers' deadlines still bound them."""
+        if self._closed or self._broken is not None:
+            reason = str(self._broken) if self._broken is not None else "client closed"
+            settle(items, lambda _item: ClientClosed(reason))
+            return
         self.stats.requests_asked_again += len(items)
         for item in items:
-            item.last_error = "its pass could not keep the answer (asked again)"
+            item.last_error = "its pass could not answer it then (asked again)"
         with self._lock:
             self._requests.extendleft(reversed(items))
         self._after_send()
@@ -392,13 +396,11 @@ def pair_answers(
 
 
 def _asks_again(outcome: Response | UndecodableAnswer) -> bool:
-    """Whether an answer stands in for a read's result its pass did not keep."""
+    """Whether an answer stands in for one its pass could not give now (:data:`ASK_AGAIN`)."""
     return (
         isinstance(outcome, Response)
         and not outcome.ok
-        and outcome.error_code == ErrorCode.UNAVAILABLE
-        and isinstance(outcome.error_message, str)
-        and outcome.error_message.endswith(ASK_AGAIN)
+        and asks_again(outcome.error_code, outcome.error_message)
     )
 
 

@@ -23,7 +23,7 @@ from streamctl.domain.pass_requests import (
     error_response,
 )
 from streamctl.domain.quarantine import storable
-from streamctl.error_codes import ASK_AGAIN, ErrorCode
+from streamctl.error_codes import ASK_AGAIN, ErrorCode, asks_again
 from streamctl.limits import (
     MAX_PASS_RESULT_BYTES,
     MAX_PASS_WORK_SECONDS,
@@ -69,7 +69,11 @@ class PassOutput:
     or after each message of a pass applied one savepoint at a time, where :meth:`discard`
     forgets what a rolled-back message staged."""
 
-    def __init__(self, session: Session, snapshot: SnapshotVersion) -> None:
+    def __init__(
+        self, session: Session, snapshot: SnapshotVersion, work_deadline: float | None = None
+    ) -> None:
+        """``work_deadline`` (``time.monotonic()``) ends the time for applying requests
+        (:meth:`out_of_time`); by default :data:`MAX_PASS_WORK_SECONDS` from now."""
         self.session = session
         self.snapshot = snapshot
         self.changes = 0
@@ -81,7 +85,9 @@ class PassOutput:
         self.unstored: set[str] = set()
         """Answers handed back but not stored: reads that did not fit this pass's result,
         which a retry with the same id asks again."""
-        self._work_deadline = time.monotonic() + MAX_PASS_WORK_SECONDS
+        self._work_deadline = (
+            time.monotonic() + MAX_PASS_WORK_SECONDS if work_deadline is None else work_deadline
+        )
         self._requests_applied = 0
         self._kept: dict[str, Response] = {}
         """Answers stored but not handed back: writes (applied) whose answers did not fit
@@ -163,10 +169,14 @@ class PassOutput:
     def answered(self, request: Request, response: Response, storable_request: bool = True) -> None:
         """Stage ``request``'s answer to be stored: ``response``, or the whole answer that
         :meth:`fitted` kept in its place."""
+        stored = self._kept.pop(request.id, response)
+        if not stored.ok and asks_again(stored.error_code, stored.error_message):
+            # Never stored: asked again, it would come back from the store every time.
+            raise ValueError(f"an answer to ask again for is never stored ({request.id})")
         self._answers.append(
             stored_row(
                 request,
-                self._kept.pop(request.id, response),
+                stored,
                 self._stored + len(self._answers),
                 self.snapshot,
                 storable_request,
@@ -198,8 +208,11 @@ class PassOutput:
         self.discard()
 
     def discard(self) -> None:
+        """Forget what is staged (sent, or rolled back with its savepoint): a kept answer of
+        a write rolled back must not be stored in place of that request's error."""
         self._changelog = []
         self._answers = []
+        self._kept.clear()
 
 
 def _ask_again(response: Response, what_happened: str) -> Response:

@@ -64,6 +64,7 @@ from streamctl.error_codes import ASK_AGAIN, ErrorCode
 from streamctl.lifecycle.agents import LivenessPolicy
 from streamctl.lifecycle.queries import RestartPolicy
 from streamctl.limits import (
+    MAX_PASS_WORK_SECONDS,
     MORE_TO_START_DELAY,
 )
 from streamctl.workflows import messages as m
@@ -119,22 +120,29 @@ def apply_pass(engine: Engine, pass_input: PassInput, batches: list[list[Request
     way no refusal explains, again with one savepoint per message (:mod:`.isolation`). A
     failure to reach the catalog (:func:`~.isolation.is_transient`) propagates: the caller
     retries the whole pass and blames no message."""
+    # One time for applying requests across both tries: the retry one savepoint at a time
+    # comes after a first try that may have used it all (MAX_PASS_WORK_SECONDS).
+    work_deadline = time.monotonic() + MAX_PASS_WORK_SECONDS
     try:
-        return _transaction(engine, pass_input, batches, isolate=False)
+        return _transaction(engine, pass_input, batches, False, work_deadline)
     except Isolate as why:
         log.warning(
             "pass %d: %s; applying its messages again, one savepoint each",
             pass_input.pass_no,
             why,
         )
-    return _transaction(engine, pass_input, batches, isolate=True)
+    return _transaction(engine, pass_input, batches, True, work_deadline)
 
 
 def _transaction(
-    engine: Engine, pass_input: PassInput, batches: list[list[Request]], isolate: bool
+    engine: Engine,
+    pass_input: PassInput,
+    batches: list[list[Request]],
+    isolate: bool,
+    work_deadline: float,
 ) -> PassResult:
     with Session(engine, autoflush=False, expire_on_commit=False) as session, session.begin():
-        return _apply(session, pass_input, batches, isolate)
+        return _apply(session, pass_input, batches, isolate, work_deadline)
 
 
 # ------------------------------------------------------------------------------------
@@ -145,6 +153,7 @@ def _apply(
     pass_input: PassInput,
     batches: list[list[Request]],
     isolate: bool,
+    work_deadline: float,
 ) -> PassResult:
     claimed = session.scalar(
         select(SnapshotVersion).where(
@@ -167,7 +176,7 @@ def _apply(
     )
     session.add(snapshot)
     session.flush()
-    out = PassOutput(session, snapshot)
+    out = PassOutput(session, snapshot, work_deadline)
 
     requests = [request for batch in batches for request in batch]
     answers = _load_stored(session, (r.id for r in requests))

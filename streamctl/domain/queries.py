@@ -224,12 +224,13 @@ def start_query(ctx: PassContext, request: m.StartQuery) -> answers.Query:
             # state RUNNING, as a created one waits CREATED, and a later pass with room starts
             # it (schedule); answering UNAVAILABLE failed a user's start for the coordinator's
             # own bookkeeping. A FAILED query keeps its desired state RUNNING when its
-            # restarts ran out, so it cannot wait that way: it is asked again.
+            # restarts ran out, so it cannot wait that way: the user starts it again (not
+            # ASK_AGAIN, which only answers that are never stored may end with).
             if state is not S.STOPPED:
                 raise RequestFailed(
                     ErrorCode.UNAVAILABLE,
                     f"query {row.id} cannot start now: "
-                    "this pass has started as many queries as it can; ask again",
+                    "this pass has started as many queries as it can; start it again",
                 )
             row.desired_state = S.RUNNING
             row.restarts = 0  # a user's start counts its restarts from 0 again, as start_on's
@@ -314,10 +315,12 @@ def query_status_changed(ctx: PassContext, event: m.QueryStatusChanged, received
         if event.status == AgentStatus.RUNNING:
             _stop_again(ctx, row, event.agent or "its agent")
             return
-        if trigger is T.CRASHED:
-            # The run ended by itself while its stop was under way (its Spark died): nothing
-            # runs any more, which is what the stop was for. (A run whose input ended is
-            # FINISHED, even while being moved: there is nothing left to run elsewhere.)
+        if trigger is T.CRASHED and not lifecycle.from_a_failed_start(event.error or ""):
+            # The agent reports the run ended by itself while its stop was under way (its
+            # Spark died): nothing runs any more, which is what the stop was for. Not the
+            # workflow's report of a start that failed: that start may still land, and only
+            # the stop's answer says the run is gone. (A run whose input ended is FINISHED,
+            # even while being moved: there is nothing left to run elsewhere.)
             trigger = T.STOPPED
     if trigger is None or not can_transition(before, trigger):
         return  # a duplicate or late report: the query has moved on

@@ -118,11 +118,12 @@ TRANSITIONS: dict[tuple[QueryState, QueryTrigger], QueryState] = {
 }
 """Every allowed transition of a query's current state."""
 
-STOP_AGAIN_AFTER = 2400.0
+STOP_AGAIN_AFTER = 3000.0
 """Seconds after a stop was sent before a ``STOPPING`` query whose agent still reports the run
 gets another stop: longer than the workflow's own rounds of retrying a failed or unclaimed
-stop can last (``streamctl.workflows.agent_calls``: 6 rounds of up to 3 attempts of up to
-120 s each, 10 s apart; ``tests/test_lifecycle.py`` checks the relation), so that only a stop
+stop can last (``streamctl.workflows.agent_calls``: 6 rounds of up to 3 attempts, each up to
+20 s waiting for pickup and 120 s running, 10 s apart; ``tests/test_lifecycle.py`` checks the
+relation), so that only a stop
 those rounds gave up on is sent again, once per period, and stops of one run never pile up
 on a busy agent."""
 
@@ -169,6 +170,17 @@ count against its restarts, as when its agent dies."""
 SPARK_CONTAINED = "[CONTAINED]"
 """Opens an agent's crash report of a query that took its agent's Spark down too often: it ends
 ``FAILED`` at once instead of taking Spark (and the queries beside it) down again."""
+
+
+_FAILED_START = re.compile(r"^start on [^:\s]+ failed: ")
+"""Opens the coordinator's own ``CRASHED`` report of a start action that failed
+(``streamctl.workflows.agent_calls``), as opposed to a report of the agent's."""
+
+
+def from_a_failed_start(error: str) -> bool:
+    """Whether a crash report is the coordinator's of a start that failed (the start may
+    still land on the agent), not the agent's own word that the run ended."""
+    return _FAILED_START.match(error) is not None
 
 
 def _tagged(tag: str) -> re.Pattern[str]:
