@@ -288,10 +288,8 @@ def test_requests_past_a_passs_work_time_are_not_applied_and_are_asked_again(
         ]
 
 
-def test_start_actions_beyond_a_pass_result_wait_for_the_next_pass(catalog_url, monkeypatch):
-    """The start actions a pass hands back (each carries its plan) are bounded; queries past
-    the bound stay CREATED and the pass asks for the next one at once, which starts them."""
-    monkeypatch.setattr(context, "MAX_PASS_ACTION_BYTES", 1)  # one start per pass
+def source_and_sink(catalog_url: str, agent: m.RegisterWorker) -> CatalogWork:
+    """A catalog with a File source ``s`` and a Print sink ``out``, and ``agent``."""
     activities = CatalogWork(catalog_url)
     run_pass(
         activities,
@@ -301,8 +299,16 @@ def test_start_actions_beyond_a_pass_result_wait_for_the_next_pass(catalog_url, 
             m.CreatePhysicalSource("s", "File", {"file_path": "in"}),
             m.CreateSink("out", SCHEMA, "Print"),
         ],
-        events=(m.RegisterWorker("w1", capacity=8),),
+        events=(agent,),
     )
+    return activities
+
+
+def test_start_actions_beyond_a_pass_result_wait_for_the_next_pass(catalog_url, monkeypatch):
+    """The start actions a pass hands back (each carries its plan) are bounded; queries past
+    the bound stay CREATED and the pass asks for the next one at once, which starts them."""
+    monkeypatch.setattr(context, "MAX_PASS_ACTION_BYTES", 1)  # one start per pass
+    activities = source_and_sink(catalog_url, m.RegisterWorker("w1", capacity=8))
     queries = [m.CreateQuery("SELECT id FROM s INTO out") for _ in range(3)]
     envelopes = [q.to_envelope(f"q{i}") for i, q in enumerate(queries)]
     result = activities.apply_pass(
@@ -345,17 +351,7 @@ def test_a_kept_answer_rolled_back_with_its_write_is_not_stored_in_place_of_its_
 def test_only_the_agents_word_ends_a_stopping_run_not_a_start_that_failed(catalog_url):
     """A start that failed is reported CRASHED by the coordinator itself, but the start may
     still land: a query being stopped stays STOPPING until the stop answers."""
-    activities = CatalogWork(catalog_url)
-    run_pass(
-        activities,
-        1,
-        [
-            m.CreateLogicalSource("s", SCHEMA),
-            m.CreatePhysicalSource("s", "File", {"file_path": "in"}),
-            m.CreateSink("out", SCHEMA, "Print"),
-        ],
-        events=(m.RegisterWorker("a1"),),
-    )
+    activities = source_and_sink(catalog_url, m.RegisterWorker("a1"))
     [created] = run_pass(activities, 2, [m.CreateQuery("SELECT id FROM s INTO out")])
     query_id = created["result"]["id"]
     [stopping] = run_pass(activities, 3, [m.StopQuery(query_id)])  # still STARTING: STOPPING
