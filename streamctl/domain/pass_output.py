@@ -115,9 +115,9 @@ class PassOutput:
         if size > self._answer_bytes_left:
             if read_only:
                 self.unstored.add(response.id)
-                return _ask_again(response, "")
+                return _over_budget(response, "")
             self._kept[response.id] = response
-            return _ask_again(response, f"; {request.kind} was applied and its answer kept")
+            return _over_budget(response, f"; {request.kind} was applied and its answer kept")
         self._answer_bytes_left -= size
         return response
 
@@ -134,13 +134,8 @@ class PassOutput:
         """The answer to a request this pass has no time left for: nothing was applied, and
         nothing is stored, so the same id asked again is applied then."""
         self.unstored.add(request_id)
-        return error_response(
-            request_id,
-            ErrorCode.UNAVAILABLE,
-            f"the pass had applied requests for {MAX_PASS_WORK_SECONDS:g} s; this one was "
-            f"not applied{ASK_AGAIN}",
-            version,
-        )
+        why = f"the pass had applied requests for {MAX_PASS_WORK_SECONDS:g} s; this one was not"
+        return ask_again(request_id, f"{why} applied", version)
 
     def fitted_stored(self, response: Response) -> Response:
         """An answer stored by an earlier pass (a retried request id), or ``UNAVAILABLE ...
@@ -148,7 +143,7 @@ class PassOutput:
         (it stays stored: asking again gets it)."""
         size = body_size(response.result)
         if size > self._answer_bytes_left:
-            return _ask_again(response, "; the answer is kept")
+            return _over_budget(response, "; the answer is kept")
         self._answer_bytes_left -= size
         return response
 
@@ -215,13 +210,18 @@ class PassOutput:
         self._kept.clear()
 
 
-def _ask_again(response: Response, what_happened: str) -> Response:
-    """``UNAVAILABLE ... ask again`` in place of ``response``, which this pass's result has no
-    room for (:data:`~streamctl.error_codes.ASK_AGAIN`: the client library asks again)."""
-    return error_response(
+def ask_again(request_id: str, why: str, version: int) -> Response:
+    """``UNAVAILABLE`` with ``why`` and :data:`~streamctl.error_codes.ASK_AGAIN`: the answer a
+    pass hands back, and never stores, in place of one it cannot give now (the client library
+    asks again under the same id)."""
+    return error_response(request_id, ErrorCode.UNAVAILABLE, f"{why}{ASK_AGAIN}", version)
+
+
+def _over_budget(response: Response, what_happened: str) -> Response:
+    """:func:`ask_again` in place of ``response``, which this pass's result has no room for."""
+    return ask_again(
         response.id,
-        ErrorCode.UNAVAILABLE,
-        f"the answers of this pass reached {MAX_PASS_RESULT_BYTES} bytes{what_happened}{ASK_AGAIN}",
+        f"the answers of this pass reached {MAX_PASS_RESULT_BYTES} bytes{what_happened}",
         response.version,
     )
 

@@ -57,10 +57,9 @@ from streamctl.domain import queries as queries_stage
 from streamctl.domain.context import PassContext, RequestFailed
 from streamctl.domain.decode import DecodeError, decode
 from streamctl.domain.isolation import Isolate, apply_one_by_one, is_transient
-from streamctl.domain.pass_output import PassOutput
+from streamctl.domain.pass_output import PassOutput, ask_again
 from streamctl.domain.pass_requests import Request, batch_answers, error_response, tally
 from streamctl.domain.request_ids import load_stored_requests, reused_id_refusals
-from streamctl.error_codes import ASK_AGAIN, ErrorCode
 from streamctl.lifecycle.agents import LivenessPolicy
 from streamctl.lifecycle.queries import RestartPolicy
 from streamctl.limits import (
@@ -291,9 +290,7 @@ def _replay(
     answers = {request_id: out.fitted_stored(answer) for request_id, answer in answers.items()}
     for request in (r for batch in batches for r in batch):
         if request.id not in answers:  # a read that did not fit the pass's answers
-            answers[request.id] = error_response(
-                request.id, ErrorCode.UNAVAILABLE, f"the answer was not kept{ASK_AGAIN}", version
-            )
+            answers[request.id] = ask_again(request.id, "the answer was not kept", version)
     stored_actions = session.scalar(
         select(SnapshotVersion.actions).where(SnapshotVersion.version == version)
     )
