@@ -313,7 +313,7 @@ def query_status_changed(ctx: PassContext, event: m.QueryStatusChanged, received
     before = S(row.current_state)
     if before is S.STOPPING and event.run == row.run:
         if event.status == AgentStatus.RUNNING:
-            _stop_again(ctx, row, event.agent or "its agent")
+            _stop_again(ctx, row, f"{event.agent or 'its agent'} still runs run {row.run}")
             return
         if trigger is T.CRASHED and not lifecycle.from_a_failed_start(event.error or ""):
             # The agent reports the run ended by itself while its stop was under way (its
@@ -385,10 +385,7 @@ def agent_registered_again(ctx: PassContext, agent: str) -> None:
     for row in ctx.view.queries_on(agent, (S.STOPPING,)):
         # A restarted agent no longer has the run, and reports nothing of it: its answer to
         # the stop (STOPPED, or the stop done) settles the query now.
-        lifecycle.stop_again(row, ctx.view.now, due=True)
-        ctx.stamp(row)
-        ctx.actions.append(AgentAction(agent, stop=StopAssignment(row.id, row.run)))
-        ctx.record("query", row.id, "stop-again", f"{agent} registered again: make sure it stops")
+        _stop_again(ctx, row, f"{agent} registered again: make sure it stops", due=True)
     ctx.actions.append(AgentAction(agent, reconcile=True))
 
 
@@ -463,18 +460,19 @@ def _stop(ctx: PassContext, row: QueryRow, reason: str) -> None:
     ctx.record("query", row.id, step.action, reason)
 
 
-def _stop_again(ctx: PassContext, row: QueryRow, reporter: str) -> None:
-    """The run a stop was sent for still runs: the workflow's retries of that stop gave up
-    (its agent answered with errors, or was too busy to take it). Send it again, at most once
-    per ``STOP_AGAIN_AFTER``, so that the query does not stay ``STOPPING`` for ever."""
+def _stop_again(ctx: PassContext, row: QueryRow, reason: str, *, due: bool = False) -> None:
+    """The run a stop was sent for still runs (the workflow's retries of that stop gave up:
+    its agent answered with errors, or was too busy to take it), or its agent registered
+    again (``due``). Send the stop again, at most once per ``STOP_AGAIN_AFTER`` unless
+    ``due``, so that the query does not stay ``STOPPING`` for ever."""
     if row.worker is None:
         return
-    step = lifecycle.stop_again(row, ctx.view.now)
+    step = lifecycle.stop_again(row, ctx.view.now, due=due)
     if step is None:
         return
     ctx.stamp(row)
     ctx.actions.append(AgentAction(row.worker, stop=StopAssignment(row.id, row.run)))
-    ctx.record("query", row.id, "stop-again", f"{reporter} still runs run {row.run}")
+    ctx.record("query", row.id, "stop-again", reason)
 
 
 def _placement(ctx: PassContext, row: QueryRow, exclude: Iterable[str] = ()) -> Placement | None:

@@ -123,9 +123,8 @@ STOP_AGAIN_AFTER = 3000.0
 gets another stop: longer than the workflow's own rounds of retrying a failed or unclaimed
 stop can last (``streamctl.workflows.agent_calls``: 6 rounds of up to 3 attempts, each up to
 20 s waiting for pickup and 120 s running, 10 s apart; ``tests/test_lifecycle.py`` checks the
-relation), so that only a stop
-those rounds gave up on is sent again, once per period, and stops of one run never pile up
-on a busy agent."""
+relation), so that only a stop those rounds gave up on is sent again, once per period, and
+stops of one run never pile up on a busy agent."""
 
 ACTIVE_STATES = frozenset({S.STARTING, S.RUNNING, S.STOPPING, S.RECOVERING})
 """States in which a query holds (or is about to hold) a slot of an agent's capacity."""
@@ -172,20 +171,21 @@ SPARK_CONTAINED = "[CONTAINED]"
 ``FAILED`` at once instead of taking Spark (and the queries beside it) down again."""
 
 
-_FAILED_START = re.compile(r"^start on [^:\s]+ failed: ")
+_FAILED_START = r"start on [^:\s]+ failed: "
 """Opens the coordinator's own ``CRASHED`` report of a start action that failed
-(``streamctl.workflows.agent_calls``), as opposed to a report of the agent's."""
+(``streamctl.workflows.agent_calls``): "start on <agent> failed: <agent's error>"."""
+_FAILED_START_REPORT = re.compile("^" + _FAILED_START)
 
 
 def from_a_failed_start(error: str) -> bool:
     """Whether a crash report is the coordinator's of a start that failed (the start may
     still land on the agent), not the agent's own word that the run ended."""
-    return _FAILED_START.match(error) is not None
+    return _FAILED_START_REPORT.match(error) is not None
 
 
 def _tagged(tag: str) -> re.Pattern[str]:
-    # The agent's own report, or the coordinator's "start on <agent> failed: <agent's error>".
-    return re.compile(r"^(?:start on [^:\s]+ failed: )?" + re.escape(tag))
+    # The agent's own report, or the coordinator's of a failed start quoting the agent's.
+    return re.compile(f"^(?:{_FAILED_START})?" + re.escape(tag))
 
 
 _SPARK_LOST_REPORT = _tagged(SPARK_LOST)
