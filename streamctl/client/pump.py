@@ -305,7 +305,8 @@ class Pump:
         again = [item for item in batch if _asks_again(by_item[id(item)])]
         if again:
             self._ask_again(again)
-            batch = [item for item in batch if not _asks_again(by_item[id(item)])]
+            asked = {id(item) for item in again}
+            batch = [item for item in batch if id(item) not in asked]
         settle(batch, lambda item: by_item[id(item)])
         self.stats.requests_answered += len(batch)
 
