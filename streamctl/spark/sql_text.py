@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Union, overload
 from streamctl.spark.types import quote_identifier
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = [
     "Case",
@@ -337,6 +337,10 @@ class Relation:
         self._steps: tuple[tuple[str, list[str]], ...] = ()
         """``("project", item texts)`` or ``("where", [condition text])``, in order."""
         self.columns: list[str] = list(frame.columns)
+
+    @property
+    def session(self) -> SparkSession:
+        return self._base.sparkSession
 
     def _then(self, kind: str, texts: list[str], columns: list[str]) -> Relation:
         step = copy.copy(self)

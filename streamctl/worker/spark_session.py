@@ -92,6 +92,7 @@ def build_spark_session(
     require_java()
     from pyspark.sql import SparkSession
 
+    from streamctl.spark.jvm_functions import with_jar
     from streamctl.spark.translate import EXECUTION_CONF
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -101,12 +102,15 @@ def build_spark_session(
     for variable in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE"):
         os.environ.pop(variable, None)
     builder = SparkSession.builder.master(master).appName(app_name)
-    settings = {
-        **BASE_CONFIG,
-        **EXECUTION_CONF,
-        "spark.sql.warehouse.dir": str(warehouse),
-        **(config or {}),
-    }
+    settings = with_jar(
+        {
+            **BASE_CONFIG,
+            **EXECUTION_CONF,
+            "spark.sql.warehouse.dir": str(warehouse),
+            **(config or {}),
+        },
+        master,
+    )
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

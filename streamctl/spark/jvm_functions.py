@@ -1,0 +1,124 @@
+"""Spark functions of streamctl's own jar (``jvm/streamctl-spark.jar``, built from the Java
+sources beside it by ``scripts/build_jvm_jar.sh``; nothing is compiled or downloaded at run
+time).
+
+Protocol:
+
+* Every session :func:`streamctl.worker.spark_session.build_spark_session` builds has the jar
+  on its classpath, on the driver and on executors (:func:`with_jar`).
+* A query's builder asks :func:`json_fields_function` for the typed JSON parse of one column
+  layout (kinds and names: ``NesJsonFields.java``). It registers the Java UDF as a temporary
+  function of the session under a name of that layout and returns the name, or ``None`` when
+  the class cannot be loaded (a Spark Connect server started without the jar). The caller then
+  plans Spark's ``from_json``, which gives the same values (``tests/connectors/
+  test_json_typed_parse.py`` checks both against the general rules), at about 40 % of the
+  speed.
+* A layout is registered once per session; a failure is logged once per session and not
+  tried again there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sys
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["JAR", "JSON_FIELDS_CLASS", "json_fields_function", "source_digest", "with_jar"]
+
+log = logging.getLogger(__name__)
+
+JAR: Final = Path(__file__).parent / "jvm" / "streamctl-spark.jar"
+JSON_FIELDS_CLASS: Final = "io.streamctl.NesJsonFields"
+SOURCES_DIGEST_ENTRY: Final = "META-INF/streamctl-sources.sha256"
+"""The jar's record of the sources it was built from (:func:`source_digest`)."""
+
+JSON_KINDS: Final = {"BIGINT": "L", "DOUBLE": "D", "STRING": "S"}
+"""The layout's kind letter of each Spark type the typed parse reads a column as."""
+
+
+def source_digest() -> str:
+    """SHA-256 over the jar's Java sources (names and contents, in name order)."""
+    digest = hashlib.sha256()
+    for source in sorted(JAR.parent.glob("*.java")):
+        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def with_jar(config: Mapping[str, str], master: str) -> dict[str, str]:
+    """``config`` with the jar on the classpath of the driver JVM and, on a cluster master, of
+    the executors (entries already in ``config`` are kept, after it).
+
+    The driver's is ``spark.driver.extraClassPath``: it takes effect when the JVM starts and
+    needs nothing else, where ``spark.jars`` has even a ``local`` executor fetch the jar from
+    the driver's file server at its advertised address, and a session whose address cannot
+    be reached from itself (bound to 127.0.0.1, advertising another) then fails to start. A
+    cluster's executors take it by ``spark.jars`` from that file server, as any jar."""
+    settings = dict(config)
+    driver_path = [entry for entry in config.get(_DRIVER_PATH, "").split(os.pathsep) if entry]
+    settings[_DRIVER_PATH] = os.pathsep.join([str(JAR), *driver_path])
+    if not master.startswith("local"):
+        listed = [jar for jar in config.get("spark.jars", "").split(",") if jar.strip()]
+        settings["spark.jars"] = ",".join([str(JAR), *listed])
+    return settings
+
+
+_DRIVER_PATH: Final = "spark.driver.extraClassPath"
+
+
+_lock = threading.Lock()
+_registered: weakref.WeakKeyDictionary[Any, set[str] | None] = weakref.WeakKeyDictionary()
+"""Per session: the functions registered there, or None where registering failed."""
+
+
+def json_fields_function(session: SparkSession, columns: Sequence[tuple[str, str]]) -> str | None:
+    """The name of the typed JSON parse of ``columns`` (name, Spark type: a key of
+    :data:`JSON_KINDS`) in ``session``, registered on first use; ``None`` when the jar's
+    class cannot be loaded there. The function takes the tuple as ``BINARY`` and
+    :func:`json_layout` of ``columns``, and returns a struct of the columns (named so) or
+    NULL."""
+    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+    layout = json_layout(columns)
+    name = "streamctl_nes_json_" + hashlib.sha256(layout.encode()).hexdigest()[:20]
+    with _lock:
+        known = _registered.setdefault(session, set())
+        if known is None or name in known:
+            return None if known is None else name
+    spark_types = {"BIGINT": LongType(), "DOUBLE": DoubleType(), "STRING": StringType()}
+    struct = StructType([StructField(column, spark_types[kind]) for column, kind in columns])
+    try:
+        session.udf.registerJavaFunction(name, JSON_FIELDS_CLASS, struct)
+    except Exception as error:  # the server's error, whatever its class: fall back
+        log.warning(
+            "streamctl's JSON parse (%s) cannot be loaded in this Spark session, so JSON "
+            "tuples are parsed by Spark's from_json (slower): %s",
+            JAR.name,
+            str(error).splitlines()[0] if str(error) else type(error).__name__,
+        )
+        with _lock:
+            _registered[session] = None
+        return None
+    with _lock:
+        known.add(name)
+    return name
+
+
+def json_layout(columns: Sequence[tuple[str, str]]) -> str:
+    """The layout argument of the typed JSON parse: a JSON array of kind letter + name."""
+    return json.dumps([JSON_KINDS[kind] + column for column, kind in columns])
+
+
+if __name__ == "__main__":  # scripts/build_jvm_jar.sh
+    if sys.argv[1:] != ["--source-digest"]:
+        sys.exit("usage: python -m streamctl.spark.jvm_functions --source-digest")
+    print(source_digest())

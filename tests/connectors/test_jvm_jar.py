@@ -1,0 +1,74 @@
+"""streamctl's jar (:mod:`streamctl.spark.jvm_functions`): built from the sources beside it,
+on every session's classpath, and its typed JSON parse taken where it should be (that its
+values are the general rules' values is ``test_json_typed_parse``'s)."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from typing import Any
+
+import pytest
+
+from streamctl.spark.jvm_functions import (
+    JAR,
+    SOURCES_DIGEST_ENTRY,
+    json_fields_function,
+    json_layout,
+    source_digest,
+)
+
+COLUMNS = [("ID", "BIGINT"), ("V", "DOUBLE"), ("S", "STRING")]
+
+
+def test_the_jar_is_built_from_the_sources_beside_it() -> None:
+    with zipfile.ZipFile(JAR) as jar:
+        recorded = jar.read(SOURCES_DIGEST_ENTRY).decode().strip()
+    assert recorded == source_digest(), "run scripts/build_jvm_jar.sh after editing the sources"
+
+
+def _parse(spark: Any, lines: list[str]) -> list[Any]:
+    function = json_fields_function(spark, COLUMNS)
+    assert function is not None, "every session build_spark_session makes has the jar"
+    frame = spark.createDataFrame([(line,) for line in lines], "value string")
+    layout = json.dumps(json_layout(COLUMNS))  # a JSON string is a Spark SQL string literal
+    parsed = frame.selectExpr(f"{function}(CAST(value AS BINARY), {layout}) AS j")
+    return [None if row.j is None else tuple(row.j) for row in parsed.collect()]
+
+
+def test_the_typed_parse_takes_complete_tuples_in_any_key_case(spark: Any) -> None:
+    """NES upper-cases unquoted names, so a source's keys are mostly in another case than its
+    columns: those tuples are the typed parse's, not the general rules'."""
+    assert _parse(
+        spark,
+        [
+            '{"ID": 1, "V": 0.5, "S": "x"}',
+            '{"id": 2, "v": 1e3, "s": "y", "other": [1, {"a": null}]}',
+            '{"Id": -3, "v": 7, "s": 2.50}',
+            '{"ID": 4, "ID": 5, "V": 0, "S": true}',
+        ],
+    ) == [(1, 0.5, "x"), (2, 1000.0, "y"), (-3, 7.0, "2.50"), (5, 0.0, "true")]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"ID": 1, "V": 0.5}',  # a column missing
+        '{"ID": null, "V": 0.5, "S": "x"}',
+        '{"ID": 1.0, "V": 0.5, "S": "x"}',  # a float in an integer column
+        '{"ID": "1", "V": 0.5, "S": "x"}',  # a number in a string: the general rules' own
+        '{"ID": 9223372036854775808, "V": 0.5, "S": "x"}',  # past 64 bits
+        '{"ID": 1, "V": NaN, "S": "x"}',
+        '{"ID": 1, "V": 0.5, "S": {"x": 1}}',  # nested: the general rules' JSON text
+        '{"id": 1, "Id": 1, "V": 0.5, "S": "x"}',  # no exact key, and case twins
+        '{"id": 1, "V": 0.5, "S": "x", "a": 1, "A": 2}',  # case twins elsewhere
+        '{"ID": 1, "ID": "x", "V": 0.5, "S": "x"}',  # twice, once not an integer
+        '{"ID": 1, "V": 0.5, "S": "x"} {}',  # more after the object
+        "[1, 2]",
+        '{"ID": 1, "V": 0.5, "S": "x"',
+        "{'ID': 1, 'V': 0.5, 'S': 'x'}",  # Spark's JSON reads single quotes: the general rules
+        '{"\u0131d": 1, "V": 0.5, "S": "x"}',  # dotless i: case outside ASCII
+    ],
+)
+def test_the_typed_parse_leaves_the_rest_to_the_general_rules(spark: Any, line: str) -> None:
+    assert _parse(spark, [line]) == [None]
