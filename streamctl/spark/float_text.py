@@ -1,5 +1,6 @@
 """NebulaStream's float text (:func:`streamctl.nes_text.format_float`) computed by Spark itself,
-so that sinks format floats without a Python UDF.
+so that sinks format floats without a Python UDF: by streamctl's Java UDF where the session
+has it (:mod:`streamctl.spark.jvm_functions`), else by the Spark expressions below.
 
 The rule is C's ``printf("%.6f")``: the exact binary value of the double rounded to six
 decimals, ties to even, every integer digit written out (``1e23`` is
@@ -39,6 +40,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from streamctl.spark import sql_text as S
+from streamctl.spark.jvm_functions import float_text_function
 from streamctl.spark.sql_text import Relation, Sql
 
 if TYPE_CHECKING:
@@ -60,6 +62,9 @@ def with_float_texts(df: Relation, columns: list[str], prefix: str) -> tuple[Rel
     its NES text, NULL where the value is NULL. Returns the frame and the text columns' names
     (``prefix`` + an index; the helper columns of the stages are dropped again).
 
+    Where the session has streamctl's jar, each text is one call of its Java UDF
+    (``jvm/NesFloatText.java``, the same rule); the stages below are for sessions without it.
+
     The steps are Spark SQL text (:mod:`streamctl.spark.sql_text`): a stage reaches the JVM
     in one call per column it adds, not per node (~1,300 calls for two float columns), and
     the stages are steps of one :class:`~streamctl.spark.sql_text.Relation`, analysed once."""
@@ -67,6 +72,13 @@ def with_float_texts(df: Relation, columns: list[str], prefix: str) -> tuple[Rel
         return df, []
     kept = list(df.columns)
     names = [f"{prefix}{index}" for index in range(len(columns))]
+    function = float_text_function(df.session)
+    if function is not None:  # the same rule in one Java call per value
+        texts = [
+            S.call(function, S.col(column).cast("DOUBLE")).alias(name)
+            for column, name in zip(columns, names, strict=True)
+        ]
+        return S.project(df, [*(S.col(c) for c in kept), *texts]), names
 
     def stage(frame: Relation, make: dict[str, Callable[[int], Sql]]) -> Relation:
         """Add the columns ``{suffix: f(index) -> Sql}`` for every float column."""

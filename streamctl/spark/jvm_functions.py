@@ -6,15 +6,16 @@ Protocol:
 
 * Every session :func:`streamctl.worker.spark_session.build_spark_session` builds has the jar
   on its classpath, on the driver and on executors (:func:`with_jar`).
-* A query's builder asks :func:`json_fields_function` for the typed JSON parse of one column
-  layout (kinds and names: ``NesJsonFields.java``). It registers the Java UDF as a temporary
-  function of the session under a name of that layout and returns the name, or ``None`` when
-  the class cannot be loaded (a Spark Connect server started without the jar). The caller then
-  plans Spark's ``from_json``, which gives the same values (``tests/connectors/
-  test_json_typed_parse.py`` checks both against the general rules), at about 40 % of the
-  speed.
-* A layout is registered once per session; a failure is logged once per session and not
-  tried again there.
+* A query's builder asks for a function: :func:`json_fields_function` for the typed JSON
+  parse of one column layout (kinds and names: ``NesJsonFields.java``),
+  :func:`float_text_function` for NES's float text (``NesFloatText.java``). Each registers
+  its Java UDF as a temporary function of the session (once per session and name) and
+  returns the name, or ``None`` when the jar's classes cannot be loaded there (a Spark
+  Connect server started without the jar). The caller then plans Spark expressions that give
+  the same values, slower: ``from_json`` (``tests/connectors/test_json_typed_parse.py``
+  checks both against the general rules) and :mod:`streamctl.spark.float_text`'s stages
+  (``tests/connectors/test_float_text.py``, both against Python's ``%.6f``).
+* A failure is logged once per session and not tried again there.
 """
 
 from __future__ import annotations
@@ -33,12 +34,20 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["JAR", "JSON_FIELDS_CLASS", "json_fields_function", "source_digest", "with_jar"]
+__all__ = [
+    "JAR",
+    "float_text_function",
+    "json_fields_function",
+    "json_layout",
+    "source_digest",
+    "with_jar",
+]
 
 log = logging.getLogger(__name__)
 
 JAR: Final = Path(__file__).parent / "jvm" / "streamctl-spark.jar"
 JSON_FIELDS_CLASS: Final = "io.streamctl.NesJsonFields"
+FLOAT_TEXT_CLASS: Final = "io.streamctl.NesFloatText"
 SOURCES_DIGEST_ENTRY: Final = "META-INF/streamctl-sources.sha256"
 """The jar's record of the sources it was built from (:func:`source_digest`)."""
 
@@ -80,28 +89,19 @@ _registered: weakref.WeakKeyDictionary[Any, set[str] | None] = weakref.WeakKeyDi
 """Per session: the functions registered there, or None where registering failed."""
 
 
-def json_fields_function(session: SparkSession, columns: Sequence[tuple[str, str]]) -> str | None:
-    """The name of the typed JSON parse of ``columns`` (name, Spark type: a key of
-    :data:`JSON_KINDS`) in ``session``, registered on first use; ``None`` when the jar's
-    class cannot be loaded there. The function takes the tuple as ``BINARY`` and
-    :func:`json_layout` of ``columns``, and returns a struct of the columns (named so) or
-    NULL."""
-    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
-
-    layout = json_layout(columns)
-    name = "streamctl_nes_json_" + hashlib.sha256(layout.encode()).hexdigest()[:20]
+def _function(session: SparkSession, name: str, java_class: str, return_type: Any) -> str | None:
+    """``name``, the Java UDF ``java_class`` registered in ``session`` (once), or ``None``
+    where the jar's classes cannot be loaded there (logged once per session)."""
     with _lock:
         known = _registered.setdefault(session, set())
         if known is None or name in known:
             return None if known is None else name
-    spark_types = {"BIGINT": LongType(), "DOUBLE": DoubleType(), "STRING": StringType()}
-    struct = StructType([StructField(column, spark_types[kind]) for column, kind in columns])
     try:
-        session.udf.registerJavaFunction(name, JSON_FIELDS_CLASS, struct)
+        session.udf.registerJavaFunction(name, java_class, return_type)
     except Exception as error:  # the server's error, whatever its class: fall back
         log.warning(
-            "streamctl's JSON parse (%s) cannot be loaded in this Spark session, so JSON "
-            "tuples are parsed by Spark's from_json (slower): %s",
+            "streamctl's Spark functions (%s) cannot be loaded in this Spark session, so "
+            "JSON tuples and floats are read and written by Spark expressions (slower): %s",
             JAR.name,
             str(error).splitlines()[0] if str(error) else type(error).__name__,
         )
@@ -111,6 +111,27 @@ def json_fields_function(session: SparkSession, columns: Sequence[tuple[str, str
     with _lock:
         known.add(name)
     return name
+
+
+def json_fields_function(session: SparkSession, columns: Sequence[tuple[str, str]]) -> str | None:
+    """The name of the typed JSON parse of ``columns`` (name, Spark type: a key of
+    :data:`JSON_KINDS`) in ``session``, or ``None`` (module docstring). The function takes
+    the tuple as ``BINARY`` and :func:`json_layout` of ``columns``, and returns a struct of
+    the columns (named so) or NULL (``NesJsonFields.java``)."""
+    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+    spark_types = {"BIGINT": LongType(), "DOUBLE": DoubleType(), "STRING": StringType()}
+    struct = StructType([StructField(column, spark_types[kind]) for column, kind in columns])
+    digest = hashlib.sha256(json_layout(columns).encode()).hexdigest()[:20]
+    return _function(session, f"streamctl_nes_json_{digest}", JSON_FIELDS_CLASS, struct)
+
+
+def float_text_function(session: SparkSession) -> str | None:
+    """The name of NES's float text in ``session`` (a ``DOUBLE`` to its ``STRING``,
+    ``NesFloatText.java``), or ``None`` (module docstring)."""
+    from pyspark.sql.types import StringType
+
+    return _function(session, "streamctl_nes_float_text", FLOAT_TEXT_CLASS, StringType())
 
 
 def json_layout(columns: Sequence[tuple[str, str]]) -> str:

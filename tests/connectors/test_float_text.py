@@ -1,4 +1,5 @@
-"""The native float text of sinks (:func:`streamctl.spark.float_text.with_float_texts`) equals
+"""The native float text of sinks (:func:`streamctl.spark.float_text.with_float_texts`, by the
+jar's Java UDF and by the Spark expressions of sessions without it) equals
 NES's formatter, C's ``printf("%.6f")`` with trailing zeros dropped down to one
 (:func:`streamctl.nes_text.format_float`, Python's correctly rounded formatting), for every
 double and float: random bit patterns, values next to the six-decimal rounding ties, exact
@@ -13,12 +14,23 @@ import math
 import struct
 from typing import Any
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamctl.nes_text import format_float
+from streamctl.spark import float_text
 from streamctl.spark import sql_text as S
 from streamctl.spark.float_text import with_float_texts
+
+
+@pytest.fixture(params=["jar", "expressions"])
+def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which float text the sink plans: without the jar's function, Spark expressions."""
+    if request.param == "expressions":
+        monkeypatch.setattr(float_text, "float_text_function", lambda _: None)
+    return str(request.param)
+
 
 EDGES = [
     0.0, -0.0, 1.0, -1.0, 0.5, 153.0, 0.0078125, -0.0078125, 2.5e-7, 5e-7, -5e-7, 1e-9, -1e-9,
@@ -53,29 +65,33 @@ def _texts(spark: Any, values: list[float], spark_type: str) -> list[str | None]
     return [row[1] for row in sorted(rows, key=lambda row: row.i)]
 
 
-@settings(max_examples=5, deadline=None)
+@settings(
+    max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(values=st.lists(doubles, min_size=1, max_size=300))
 def test_native_float_text_equals_the_nes_formatter_for_doubles(
-    spark: Any, values: list[float]
+    spark: Any, way: str, values: list[float]
 ) -> None:
     values = EDGES + values
     assert _texts(spark, values, "double") == [format_float(v) for v in values]
 
 
-@settings(max_examples=3, deadline=None)
+@settings(
+    max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(values=st.lists(st.floats(width=32), min_size=1, max_size=300))
 def test_native_float_text_equals_the_nes_formatter_for_floats(
-    spark: Any, values: list[float]
+    spark: Any, way: str, values: list[float]
 ) -> None:
     values = [struct.unpack("<f", struct.pack("<f", v))[0] for v in EDGES[:-6]] + values
     assert _texts(spark, values, "float") == [format_float(v) for v in values]
 
 
-def test_null_stays_null(spark: Any) -> None:
+def test_null_stays_null(spark: Any, way: str) -> None:
     assert _texts(spark, [None], "double") == [None]  # type: ignore[list-item]
 
 
-def test_many_float_columns_keep_a_small_plan(spark: Any) -> None:
+def test_many_float_columns_keep_a_small_plan(spark: Any, way: str) -> None:
     count = 40
     frame = spark.createDataFrame(
         [tuple(float(i) + 0.25 * c for c in range(count)) for i in range(3)],
