@@ -10,12 +10,13 @@ Protocol:
   parse of one column layout (kinds and names: ``NesJsonFields.java``),
   :func:`float_text_function` for NES's float text (``NesFloatText.java``). Each registers
   its Java UDF as a temporary function of the session (once per session and name) and
-  returns the name, or ``None`` when the jar's classes cannot be loaded there (a Spark
-  Connect server started without the jar). The caller then plans Spark expressions that give
+  returns the name, or ``None`` when the jar's classes do not load there (a Spark Connect
+  server started without ``--jars`` of the jar; the first request of a session runs the
+  float text once to find out). The caller then plans Spark expressions that give
   the same values, slower: ``from_json`` (``tests/connectors/test_json_typed_parse.py``
   checks both against the general rules) and :mod:`streamctl.spark.float_text`'s stages
   (``tests/connectors/test_float_text.py``, both against Python's ``%.6f``).
-* A failure is logged once per session and not tried again there.
+* That the jar does not load is logged once per session and not tried again there.
 """
 
 from __future__ import annotations
@@ -86,31 +87,55 @@ _DRIVER_PATH: Final = "spark.driver.extraClassPath"
 
 _lock = threading.Lock()
 _registered: weakref.WeakKeyDictionary[Any, set[str] | None] = weakref.WeakKeyDictionary()
-"""Per session: the functions registered there, or None where registering failed."""
+"""Per session: the functions registered there, or None where the jar's classes do not load."""
+_FLOAT_TEXT: Final = "streamctl_nes_float_text"
 
 
 def _function(session: SparkSession, name: str, java_class: str, return_type: Any) -> str | None:
     """``name``, the Java UDF ``java_class`` registered in ``session`` (once), or ``None``
-    where the jar's classes cannot be loaded there (logged once per session)."""
+    where the jar's classes do not load there (:func:`_probe`, once per session)."""
     with _lock:
-        known = _registered.setdefault(session, set())
-        if known is None or name in known:
-            return None if known is None else name
+        probed = session in _registered
+        known = _registered.get(session)
+    if not probed:
+        known = _probe(session)
+        with _lock:
+            _registered[session] = known
+    if known is None:
+        return None
+    if name not in known:
+        try:
+            session.udf.registerJavaFunction(name, java_class, return_type)
+        except Exception as error:  # the session's own trouble: the query fails on it anyway
+            log.warning("registering %s in this Spark session failed: %s", name, error)
+            return None
+        with _lock:
+            known.add(name)
+    return name
+
+
+def _probe(session: SparkSession) -> set[str] | None:
+    """The float text registered and run once in ``session``, or None where that fails: a
+    Spark Connect server registers a Java UDF without loading its class, and only running it
+    shows whether the server has the jar."""
+    from pyspark.sql.types import StringType
+
     try:
-        session.udf.registerJavaFunction(name, java_class, return_type)
+        session.udf.registerJavaFunction(_FLOAT_TEXT, FLOAT_TEXT_CLASS, StringType())
+        text = session.sql(f"SELECT {_FLOAT_TEXT}(CAST(0.5 AS DOUBLE))").collect()[0][0]
+        if text != "0.5":
+            raise RuntimeError(f"{_FLOAT_TEXT}(0.5) gave {text!r}")
     except Exception as error:  # the server's error, whatever its class: fall back
         log.warning(
-            "streamctl's Spark functions (%s) cannot be loaded in this Spark session, so "
-            "JSON tuples and floats are read and written by Spark expressions (slower): %s",
+            "streamctl's Spark functions (%s) do not load in this Spark session, so JSON "
+            "tuples and floats are read and written by Spark expressions (slower); start a "
+            "Spark Connect server with --jars %s: %s",
             JAR.name,
+            JAR,
             str(error).splitlines()[0] if str(error) else type(error).__name__,
         )
-        with _lock:
-            _registered[session] = None
         return None
-    with _lock:
-        known.add(name)
-    return name
+    return {_FLOAT_TEXT}
 
 
 def json_fields_function(session: SparkSession, columns: Sequence[tuple[str, str]]) -> str | None:
@@ -131,7 +156,7 @@ def float_text_function(session: SparkSession) -> str | None:
     ``NesFloatText.java``), or ``None`` (module docstring)."""
     from pyspark.sql.types import StringType
 
-    return _function(session, "streamctl_nes_float_text", FLOAT_TEXT_CLASS, StringType())
+    return _function(session, _FLOAT_TEXT, FLOAT_TEXT_CLASS, StringType())
 
 
 def json_layout(columns: Sequence[tuple[str, str]]) -> str:
