@@ -13,6 +13,7 @@ import pytest
 from streamctl.spark.jvm_functions import (
     JAR,
     SOURCES_DIGEST_ENTRY,
+    float_text_function,
     json_fields_function,
     json_layout,
     source_digest,
@@ -72,3 +73,31 @@ def test_the_typed_parse_takes_complete_tuples_in_any_key_case(spark: Any) -> No
 )
 def test_the_typed_parse_leaves_the_rest_to_the_general_rules(spark: Any, line: str) -> None:
     assert _parse(spark, [line]) == [None]
+
+
+class _SessionWithoutTheJar:
+    """A Spark Connect session whose server lacks the jar: it registers a Java UDF without
+    loading its class, and running it fails."""
+
+    def __init__(self) -> None:
+        self.registered: list[str] = []
+        self.udf = self
+
+    def registerJavaFunction(self, name: str, java_class: str, return_type: Any) -> None:
+        self.registered.append(name)
+
+    def sql(self, text: str) -> Any:
+        raise RuntimeError("[CANNOT_LOAD_FUNCTION_CLASS] Cannot load class io.streamctl...")
+
+
+def test_a_session_without_the_jar_gets_spark_expressions_and_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    session = _SessionWithoutTheJar()
+    with caplog.at_level("WARNING", logger="streamctl.spark.jvm_functions"):
+        assert float_text_function(session) is None  # type: ignore[arg-type]
+        assert json_fields_function(session, COLUMNS) is None  # type: ignore[arg-type]
+        assert float_text_function(session) is None  # type: ignore[arg-type]
+    assert len(session.registered) == 1, "probed once per session"
+    warnings = [record for record in caplog.records if "--jars" in record.getMessage()]
+    assert len(warnings) == 1
