@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sys
 import threading
 import weakref
@@ -71,18 +72,21 @@ def with_jar(config: Mapping[str, str], master: str) -> dict[str, str]:
     The driver's is ``spark.driver.extraClassPath``: it takes effect when the JVM starts and
     needs nothing else, where ``spark.jars`` has even a ``local`` executor fetch the jar from
     the driver's file server at its advertised address, and a session whose address cannot
-    be reached from itself (bound to 127.0.0.1, advertising another) then fails to start. A
-    cluster's executors take it by ``spark.jars`` from that file server, as any jar."""
+    be reached from itself (bound to 127.0.0.1, advertising another) then fails to start.
+    Executors in JVMs of their own (a cluster, ``local-cluster``) take it by ``spark.jars``
+    from that file server, as any jar."""
     settings = dict(config)
     driver_path = [entry for entry in config.get(_DRIVER_PATH, "").split(os.pathsep) if entry]
     settings[_DRIVER_PATH] = os.pathsep.join([str(JAR), *driver_path])
-    if not master.startswith("local"):
+    if not _IN_PROCESS_MASTER.fullmatch(master):
         listed = [jar for jar in config.get("spark.jars", "").split(",") if jar.strip()]
         settings["spark.jars"] = ",".join([str(JAR), *listed])
     return settings
 
 
 _DRIVER_PATH: Final = "spark.driver.extraClassPath"
+_IN_PROCESS_MASTER: Final = re.compile(r"local(\[[^\]]*\])?")
+"""Masters whose executors run in the driver's JVM (not ``local-cluster[...]``)."""
 
 
 _lock = threading.Lock()

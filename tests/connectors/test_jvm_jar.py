@@ -45,10 +45,10 @@ def test_the_typed_parse_takes_complete_tuples_in_any_key_case(spark: Any) -> No
         [
             '{"ID": 1, "V": 0.5, "S": "x"}',
             '{"id": 2, "v": 1e3, "s": "y", "other": [1, {"a": null}]}',
-            '{"Id": -3, "v": 7, "s": 2.50}',
+            '{"Id": -3, "v": 7, "s": 2.50}',  # a number as Spark writes it back
             '{"ID": 4, "ID": 5, "V": 0, "S": true}',
         ],
-    ) == [(1, 0.5, "x"), (2, 1000.0, "y"), (-3, 7.0, "2.50"), (5, 0.0, "true")]
+    ) == [(1, 0.5, "x"), (2, 1000.0, "y"), (-3, 7.0, "2.5"), (5, 0.0, "true")]
 
 
 @pytest.mark.parametrize(
@@ -73,6 +73,38 @@ def test_the_typed_parse_takes_complete_tuples_in_any_key_case(spark: Any) -> No
 )
 def test_the_typed_parse_leaves_the_rest_to_the_general_rules(spark: Any, line: str) -> None:
     assert _parse(spark, [line]) == [None]
+
+
+COMPLETE = '{"ID": 1, "V": 0.5, "S": "x"}'
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"\xef\xbb\xbf" + COMPLETE.encode(),  # a byte order mark
+        COMPLETE.encode("utf-16-le"),  # Jackson would guess these encodings
+        COMPLETE.encode("utf-16-be"),
+        b"\xff\xfe" + COMPLETE.encode("utf-16-le"),
+        COMPLETE.replace('"x"', '"\xc1\x81"').encode("latin-1"),  # overlong 'A'
+        COMPLETE.replace('"x"', '"\xf4\x90\x80\x80"').encode("latin-1"),  # past U+10FFFF
+        COMPLETE.replace('"x"', '"\xed\xa0\x80"').encode("latin-1"),  # a surrogate
+        COMPLETE.replace('"S"', '"\xc1\x93"').encode("latin-1"),  # an overlong key 'S'
+        COMPLETE.replace('"x"', '"\xe9"').encode("latin-1"),  # cut short
+    ],
+)
+def test_bytes_the_general_rules_decode_otherwise_are_theirs(spark: Any, raw: bytes) -> None:
+    """The general rules decode UTF-8 (malformed bytes as U+FFFD); Jackson alone would guess
+    another encoding or pass malformed bytes."""
+    function = json_fields_function(spark, COLUMNS)
+    frame = spark.createDataFrame([(raw.hex(),)], "hex string")
+    layout = json.dumps(json_layout(COLUMNS))
+    parsed = frame.selectExpr(f"{function}(unhex(hex), {layout}) AS j").collect()
+    assert parsed[0].j is None
+
+
+def test_valid_utf8_beyond_ascii_is_the_typed_parse_s(spark: Any) -> None:
+    line = COMPLETE.replace('"x"', '"\u00e9\u20ac\U0001f600"')
+    assert _parse(spark, [line]) == [(1, 0.5, "\u00e9\u20ac\U0001f600")]
 
 
 class _SessionWithoutTheJar:

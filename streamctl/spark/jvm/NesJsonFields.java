@@ -11,11 +11,12 @@
  * the query). It never throws on any input. The layout is a JSON array of strings, one per
  * column in order: a kind letter then the column's name. Kinds: 'L' a BIGINT taken from a
  * JSON integer within 64 bits, 'D' a DOUBLE taken from any JSON number, 'S' a STRING taken
- * from a JSON string (its characters), a number (its text as written) or true/false.
+ * from a JSON string (its characters), a finite number (its text as Spark's from_json writes
+ * it back: the integer's digits, or Java's text of the double) or true/false.
  *
  * A struct is returned only where the general rules give the same values:
- * - the tuple is exactly one JSON object (Jackson's strict defaults; anything after it, or
- *   any syntax Jackson refuses, gives NULL);
+ * - the tuple is exactly one JSON object in well-formed UTF-8 without a byte order mark
+ *   (Jackson's strict defaults; anything after it, or any syntax Jackson refuses, gives NULL);
  * - every column's key is present with a value of its kind. A key matches a column's name
  *   exactly; a key given twice is its last value, as Spark's typed from_json reads it, and
  *   every value given must be of its column's kind. Where a column has no exact key, it takes
@@ -100,6 +101,9 @@ public final class NesJsonFields implements UDF2<byte[], String, Row> {
     }
 
     private static Row parse(byte[] tuple, String[] names, char[] kinds) throws IOException {
+        if (!plainUtf8(tuple)) {
+            return null;
+        }
         Object[] exact = new Object[names.length];
         Object[] byCase = null;
         List<String> keys = new ArrayList<>(names.length + 2);
@@ -153,6 +157,62 @@ public final class NesJsonFields implements UDF2<byte[], String, Row> {
             return null;
         }
         return RowFactory.create(exact);
+    }
+
+    /** Whether Jackson reads ``tuple`` as the general rules do: UTF-8 without a byte order
+     *  mark (Jackson would take a BOM, or zero bytes among the first four, for another
+     *  encoding, where the general rules decode UTF-8), and well-formed (Jackson passes
+     *  overlong forms and code points past U+10FFFF, which the general rules' decoder turns
+     *  into U+FFFD). */
+    private static boolean plainUtf8(byte[] tuple) {
+        if (tuple.length == 0) {
+            return false;
+        }
+        int first = tuple[0] & 0xFF;
+        if (first != '{' && first != ' ' && first != '\t' && first != '\n' && first != '\r') {
+            return false;
+        }
+        for (int i = 0; i < Math.min(4, tuple.length); i++) {
+            if (tuple[i] == 0) {
+                return false;
+            }
+        }
+        int i = 0;
+        while (i < tuple.length) {
+            int lead = tuple[i] & 0xFF;
+            if (lead < 0x80) {
+                i++;
+                continue;
+            }
+            int continuation;
+            if (lead >= 0xC2 && lead <= 0xDF) {
+                continuation = 1;
+            } else if (lead >= 0xE0 && lead <= 0xEF) {
+                continuation = 2;
+            } else if (lead >= 0xF0 && lead <= 0xF4) {
+                continuation = 3;
+            } else {
+                return false;
+            }
+            if (i + continuation >= tuple.length) {
+                return false;
+            }
+            int second = tuple[i + 1] & 0xFF;
+            if ((second & 0xC0) != 0x80
+                    || (lead == 0xE0 && second < 0xA0) // overlong
+                    || (lead == 0xED && second > 0x9F) // a surrogate
+                    || (lead == 0xF0 && second < 0x90) // overlong
+                    || (lead == 0xF4 && second > 0x8F)) { // past U+10FFFF
+                return false;
+            }
+            for (int k = 2; k <= continuation; k++) {
+                if ((tuple[i + k] & 0xC0) != 0x80) {
+                    return false;
+                }
+            }
+            i += continuation + 1;
+        }
+        return true;
     }
 
     private static int exactColumn(String[] names, String key) {
@@ -226,10 +286,19 @@ public final class NesJsonFields implements UDF2<byte[], String, Row> {
                 }
                 return parser.getDoubleValue();
             default:
-                if (token == JsonToken.VALUE_STRING
-                        || token == JsonToken.VALUE_NUMBER_INT
-                        || token == JsonToken.VALUE_NUMBER_FLOAT) {
+                if (token == JsonToken.VALUE_STRING) {
                     return parser.getText();
+                }
+                // A number's text as Spark's from_json to MAP<STRING, STRING> (the general
+                // rules) writes it back: an integer as its value (-0 is 0), any other number
+                // as Java's text of its double ("1E5" is "100000.0"); not finite: the
+                // general rules' own (Spark quotes it).
+                if (token == JsonToken.VALUE_NUMBER_INT) {
+                    return parser.getNumberValue().toString();
+                }
+                if (token == JsonToken.VALUE_NUMBER_FLOAT) {
+                    double number = parser.getDoubleValue();
+                    return Double.isFinite(number) ? Double.toString(number) : null;
                 }
                 if (token == JsonToken.VALUE_TRUE) {
                     return "true";
