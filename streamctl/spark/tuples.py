@@ -33,10 +33,12 @@ docs leave open, decided as a NES user expects and stated here:
   key matches exactly. A key given twice (which JSON leaves undefined) is the last one where
   every column's key is present exactly with a value of its type (the typed parse of
   :func:`_json_columns`), and fails the query otherwise. A value
-  is taken as its text -- a string's characters, a number or boolean as written, a nested
+  is taken as its text -- a string's characters, a boolean as written, a number as Spark's
+  JSON reader writes it back (an integer's digits, ``-0`` as ``0``; any other number as
+  Java's text of its double: ``19.90`` is ``19.9``, ``1E5`` is ``100000.0``), a nested
   object or array as its JSON text -- and parsed by the CSV rules of its column's type: a
   nested value in a ``VARSIZED`` column is its JSON text, in any other column malformed; a
-  number in a ``VARSIZED`` column is its digits; a string holding a number (``"25"``) is read
+  number in a ``VARSIZED`` column is that text; a string holding a number (``"25"``) is read
   as that number in a numeric column (NES parses the field's text); ``true`` in a numeric
   column is malformed.
 * Parquet: NULL in a ``NOT NULL`` column and integers outside their NES type fail the query.
