@@ -117,27 +117,26 @@ public final class NesJsonFields implements UDF2<byte[], String, Row> {
                 JsonToken valueToken = parser.nextToken();
                 keys.add(key);
                 int column = exactColumn(names, key);
-                if (column >= 0) {
-                    Object value = read(parser, valueToken, kinds[column]);
-                    if (value == null) {
-                        return null;
-                    }
-                    exact[column] = value;
+                boolean isExact = column >= 0;
+                if (!isExact) {
+                    column = caseColumn(names, key);
+                }
+                if (column < 0) {
+                    parser.skipChildren();
                     continue;
                 }
-                column = caseColumn(names, key);
-                if (column >= 0) {
-                    Object value = read(parser, valueToken, kinds[column]);
-                    if (value == null) {
-                        return null;
-                    }
+                Object value = read(parser, valueToken, kinds[column]);
+                if (value == null) {
+                    return null;
+                }
+                if (isExact) {
+                    exact[column] = value;
+                } else {
                     if (byCase == null) {
                         byCase = new Object[names.length];
                     }
-                    byCase[column] = value; // a second such key is refused by distinctCase
-                    continue;
+                    byCase[column] = value; // a second such key fails distinctIgnoringCase
                 }
-                parser.skipChildren();
             }
             if (token != JsonToken.END_OBJECT || parser.nextToken() != null) {
                 return null;
