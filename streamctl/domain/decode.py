@@ -131,26 +131,29 @@ def _out_of_bounds(value: Any, where: str, depth: int) -> str | None:
     them fine."""
     if depth > MAX_NESTING_DEPTH:
         return f"{where} nests deeper than {MAX_NESTING_DEPTH} levels"
-    members = _members(value)
-    if members is not None:
-        for key, item in members:
+    if hasattr(value, "__dataclass_fields__"):
+        # A dataclass's members are its fields, whose names are identifiers: storable keys.
+        values = getattr(value, "__dict__", None)
+        for name in m.field_names(type(value)):
+            item = values[name] if values is not None else getattr(value, name)
+            found = _member_problem(name, item, where, depth)
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
             if not isinstance(key, str):
                 return f"{where} has a key that is not a string"
             problem = text_problem(key)
             if problem is not None:
                 return f"{where} has a key that cannot be stored: {problem}"
-            if depth < MAX_NESTING_DEPTH and not _is_container(item):
-                refusal = _scalar_problem(item, key)
-                if refusal is not None:
-                    return f"{where}.{key[:64]}{refusal}"
-                continue
-            found = _out_of_bounds(item, f"{where}.{key[:64]}", depth + 1)
+            found = _member_problem(key, item, where, depth)
             if found is not None:
                 return found
         return None
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            if depth < MAX_NESTING_DEPTH and not _is_container(item):
+            if depth < MAX_NESTING_DEPTH and (type(item) in _SCALARS or not _is_container(item)):
                 refusal = _scalar_problem(item, "")  # a list's items are never narrow fields
                 if refusal is not None:
                     return f"{where}[{index}]{refusal}"
@@ -163,13 +166,17 @@ def _out_of_bounds(value: Any, where: str, depth: int) -> str | None:
     return None if refusal is None else f"{where}{refusal}"
 
 
-def _members(value: Any) -> Iterable[tuple[Any, Any]] | None:
-    """An object's members: a dict's items, a dataclass's fields; None for anything else."""
-    if isinstance(value, dict):
-        return value.items()
-    if hasattr(value, "__dataclass_fields__"):
-        return ((name, getattr(value, name)) for name in m.field_names(type(value)))
-    return None
+_SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+"""The types of nearly every body value: never a container, judged by :func:`_scalar_problem`
+without the container test (a subclass takes the general path)."""
+
+
+def _member_problem(key: str, item: Any, where: str, depth: int) -> str | None:
+    """:func:`_out_of_bounds` of the member ``key`` of an object at ``where``."""
+    if depth < MAX_NESTING_DEPTH and (type(item) in _SCALARS or not _is_container(item)):
+        refusal = _scalar_problem(item, key)
+        return None if refusal is None else f"{where}.{key[:64]}{refusal}"
+    return _out_of_bounds(item, f"{where}.{key[:64]}", depth + 1)
 
 
 def _is_container(value: Any) -> bool:
@@ -180,6 +187,9 @@ def _scalar_problem(value: Any, leaf: str) -> str | None:
     """Why a value that is neither an object nor a list cannot be taken, as the words that
     follow its field's name (``" is 3000000000, outside the range ..."``), or None; ``leaf``
     is the field's own name (:data:`NARROW_INTEGER_FIELDS` are 32-bit)."""
+    if type(value) is str:  # most values: no number tests
+        problem = text_problem(value)
+        return f": {problem}" if problem is not None else None
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int):
