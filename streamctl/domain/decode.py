@@ -7,7 +7,6 @@ with that code and never raises further.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
