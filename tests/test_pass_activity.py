@@ -13,10 +13,15 @@ from typing import Any
 from catalog_tools import dump
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from streamctl.activities.passes import CatalogWork
+from streamctl.catalog.models import Worker
+from streamctl.catalog.store import create_catalog_engine
 from streamctl.client.outbox import new_id
 from streamctl.workflows import messages as m
+from streamctl.workflows.messages import Envelope
 from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_json
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
@@ -239,3 +244,63 @@ def test_a_start_carries_every_source_of_its_query_after_a_refused_drop(catalog_
     assert codes(json.loads(result.responses[0])) == ["HAS_DEPENDENTS"]
     starts = [action.start for action in result.actions if action.start is not None]
     assert [sorted(start.sources) for start in starts] == [["a", "b"]]
+
+
+def _heartbeats(catalog_url: str) -> dict[str, int]:
+    engine = create_catalog_engine(catalog_url)
+    try:
+        with Session(engine) as session:
+            return {row.name: row.heartbeats for row in session.scalars(select(Worker))}
+    finally:
+        engine.dispose()
+
+
+def _split_part(
+    activities: CatalogWork,
+    pass_no: int,
+    split_from: list[int],
+    requests: list[Envelope],
+    events: list[PendingMessage],
+) -> Any:
+    return activities.apply_pass(
+        PassInput("w", pass_no, 1000.0, events, [1000.0], 30.0, 60.0, split_from=split_from),
+        request_batches_json([requests]),
+    )
+
+
+def test_a_part_of_a_pass_that_committed_after_all_applies_nothing_again(catalog_url):
+    """A pass whose last attempt committed, though the workflow saw it fail (the process died
+    after the commit), is split; its halves answer from what it stored and apply none of its
+    events again (a heartbeat's count is not added twice)."""
+    activities = CatalogWork(catalog_url)
+    register = PendingMessage(m.RegisterWorker("a1").to_envelope("e-reg"), 1000.0)
+    _split_part(activities, 1, [], [], [register])
+    create = m.CreateLogicalSource("s", SCHEMA).to_envelope("r-create")
+    read = m.GetLogicalSource("s").to_envelope("r-read")
+    beat = PendingMessage(m.Heartbeat("a1", count=3).to_envelope("e-beat"), 1000.0)
+    committed = _split_part(activities, 2, [], [create, read], [beat])
+    before = (dump(catalog_url), _heartbeats(catalog_url))
+    assert before[1] == {"a1": 3}
+
+    # The workflow splits pass 2 into passes 3 (a part of it) and 4 (a part of that part).
+    first = _split_part(activities, 3, [2], [create], [beat])
+    second = _split_part(activities, 4, [2, 3], [read], [])
+    assert first.replayed and second.replayed
+    assert (dump(catalog_url), _heartbeats(catalog_url)) == before
+    stored = json.loads(committed.responses[0])
+    assert json.loads(first.responses[0]) == stored[:1]
+    assert json.loads(second.responses[0]) == stored[1:]
+    assert first.version == second.version == committed.version
+
+
+def test_a_part_of_a_pass_that_never_committed_is_applied(catalog_url):
+    activities = CatalogWork(catalog_url)
+    register = PendingMessage(m.RegisterWorker("a1").to_envelope("e-reg"), 1000.0)
+    _split_part(activities, 1, [], [], [register])
+    beat = PendingMessage(m.Heartbeat("a1", count=3).to_envelope("e-beat"), 1000.0)
+    create = m.CreateLogicalSource("s", SCHEMA).to_envelope("r-create")
+    part = _split_part(activities, 3, [2], [create], [beat])
+    assert not part.replayed
+    assert codes(json.loads(part.responses[0])) == ["ok"]
+    assert _heartbeats(catalog_url) == {"a1": 3}
+    assert [name for name, _ in dump(catalog_url)["logical"]] == ["s"]

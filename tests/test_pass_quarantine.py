@@ -50,15 +50,38 @@ class FailsPassesWithPoison(Interceptor):
         return _Failing(next)
 
 
+class CommitsThenFails(Interceptor):
+    """Every attempt of an unsplit pass carrying ``lost`` runs (the first commits, the rest
+    replay it) and then fails, as if the process died before its answer reached Temporal."""
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        class _Losing(ActivityInboundInterceptor):
+            async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+                result = await super().execute_activity(input)
+                if activity.info().activity_type == "apply_pass":
+                    pass_input, requests = input.args
+                    if b"lost" in requests.payload.data and not pass_input.split_from:
+                        raise RuntimeError("the answer of this pass is lost (injected)")
+                return result
+
+        return _Losing(next)
+
+
 @contextlib.asynccontextmanager
 async def poisoned_coordinator(
-    temporal_client: Client, catalog_url: str
+    temporal_client: Client,
+    catalog_url: str,
+    interceptor: Interceptor | None = None,
 ) -> AsyncIterator[tuple[str, Any]]:
     suffix = uuid.uuid4().hex[:10]
     task_queue = workflow_id = f"coordinator-{suffix}"
     executor = ThreadPoolExecutor(max_workers=4)
     worker = build_worker(
-        temporal_client, catalog_url, executor, task_queue, interceptors=[FailsPassesWithPoison()]
+        temporal_client,
+        catalog_url,
+        executor,
+        task_queue,
+        interceptors=[interceptor or FailsPassesWithPoison()],
     )
     try:
         async with worker:
@@ -107,6 +130,38 @@ async def test_a_message_that_always_fails_its_pass_is_set_aside(
             workers = {w["name"] for w in await client.ask(m.ListWorkers())}
             assert "w1" in workers and "poison_worker" not in workers
             assert (await client.ask(m.GetLogicalSource("e")))["name"] == "e"
+            assert await failed_workflow_tasks(handle) == 0
+        finally:
+            await asyncio.to_thread(client.close)
+
+
+async def test_a_pass_that_committed_though_every_attempt_failed_applies_once(
+    temporal, temporal_client, catalog_url
+):
+    """Its halves answer from what it stored and apply none of its messages again: the
+    heartbeats it carried count once, its creations are not refused as duplicates."""
+    async with poisoned_coordinator(temporal_client, catalog_url, CommitsThenFails()) as (
+        workflow_id,
+        handle,
+    ):
+        client = await CoordinatorClient(
+            temporal.address, workflow_id=workflow_id, request_timeout=120
+        ).connect()
+        try:
+            await client.send(m.RegisterWorker("w1"))
+            assert (await client.ask(m.GetWorker("w1")))["name"] == "w1"
+            await client.send(m.Heartbeat("w1", count=5))
+            names = ["lost", "a", "b", "c"]
+            answers = await asyncio.gather(
+                *(
+                    client.ask_response(m.CreateLogicalSource(name, SCHEMA), request_id=f"r-{name}")
+                    for name in names
+                )
+            )
+            assert [answer.ok for answer in answers] == [True] * 4, answers
+            assert (await client.ask(m.GetWorker("w1")))["heartbeats"] == 5
+            listed = await client.ask(m.ListLogicalSources())
+            assert sorted(source["name"] for source in listed) == sorted(names)
             assert await failed_workflow_tasks(handle) == 0
         finally:
             await asyncio.to_thread(client.close)

@@ -6,6 +6,8 @@ Order of work inside :func:`apply_pass` (the ``apply_pass`` activity of
 1. Claim the pass: insert its ``snapshot_versions`` row first. A second attempt of the same
    pass (a retry racing an abandoned attempt) blocks on that row and then fails on its unique
    key, so only one attempt commits; a retry after a commit finds the row and replays.
+   A part of a pass that was split after failing for good (``PassInput.split_from``) does
+   the same when that pass committed after all: its messages are applied already.
 2. Answer requests whose id already has a stored response from that response (exactly once
    across client retries and continue-as-new), and repeats of an id inside the pass from its
    first occurrence; an id that comes again with a different request is refused
@@ -162,6 +164,26 @@ def _apply(
     )
     if claimed is not None:
         return _replay(session, pass_input, batches, claimed)
+    if pass_input.split_from:
+        # A part of a pass that failed for good, whose last attempt committed all the same:
+        # its messages are applied; answer as a retry of that pass would.
+        committed = session.scalar(
+            select(SnapshotVersion)
+            .where(
+                SnapshotVersion.workflow_id == pass_input.workflow_id,
+                SnapshotVersion.pass_no.in_(pass_input.split_from),
+            )
+            .order_by(SnapshotVersion.pass_no)
+            .limit(1)
+        )
+        if committed is not None:
+            log.warning(
+                "pass %d: pass %d, which it holds a part of, committed after all; answering "
+                "from it, applying nothing again",
+                pass_input.pass_no,
+                committed.pass_no,
+            )
+            return _replay(session, pass_input, batches, committed)
 
     version = (session.scalar(select(func.max(SnapshotVersion.version))) or 0) + 1
     snapshot = SnapshotVersion(

@@ -606,7 +606,10 @@ class CoordinatorWorkflow:
         await self._apply(request_batches, events)
 
     async def _apply(
-        self, request_batches: list[RequestBatch], events: list[PendingMessage]
+        self,
+        request_batches: list[RequestBatch],
+        events: list[PendingMessage],
+        split_from: tuple[int, ...] = (),
     ) -> None:
         """One pass over these messages. A pass that fails for good (every attempt timed out,
         crashed its process, or failed some other way that the pass's own savepoints could
@@ -640,6 +643,7 @@ class CoordinatorWorkflow:
                             restart_max_delay=config.restart_max_delay,
                             watched_queries=watched,
                             action_room=self._action_room(),
+                            split_from=list(split_from),
                         ),
                         join_request_batches([batch.payload for batch in request_batches]),
                     ],
@@ -666,7 +670,7 @@ class CoordinatorWorkflow:
                     )
                     await workflow.sleep(pause)
                     continue
-                await self._split_failed_pass(request_batches, events, error)
+                await self._split_failed_pass(request_batches, events, error, (*split_from, pass_no))
                 return
         self.passes_this_run += 1
         self.state.version = max(self.state.version, result.version)
@@ -698,7 +702,11 @@ class CoordinatorWorkflow:
         request_batches: list[RequestBatch],
         events: list[PendingMessage],
         error: ActivityError,
+        split_from: tuple[int, ...],
     ) -> None:
+        """Run each half of a pass that failed for good as a pass of its own; ``split_from``
+        is the failed pass's number after those it was itself split from (a half's pass
+        applies nothing again if one of them committed after all: :class:`PassInput`)."""
         cause = error.cause
         reason = f"{type(cause).__name__}: {cause}" if cause is not None else str(error)
         parts = halves(request_batches, events)
@@ -710,7 +718,7 @@ class CoordinatorWorkflow:
         )
         if parts:
             for part_batches, part_events in parts:
-                await self._apply(part_batches, part_events)
+                await self._apply(part_batches, part_events, split_from)
         else:
             await self._set_aside(request_batches, events, reason)
 

@@ -59,6 +59,11 @@ class PassInput:
     action_room: int | None = None
     """How many more start actions the workflow takes now (``MAX_ACTIONS_UNDER_WAY`` minus
     those under way); ``None``: no bound (passes recorded before it existed)."""
+    split_from: list[int] = field(default_factory=list)
+    """The passes whose messages this one holds a part of: a pass that failed for good is
+    split, and so on down. Its last attempt may have committed all the same (the process died
+    after the commit, before the answer reached Temporal): then the pass answers from what that
+    pass stored, as a retry of it would, and applies nothing again."""
 
 
 @dataclass(frozen=True)
