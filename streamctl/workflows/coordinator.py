@@ -670,7 +670,9 @@ class CoordinatorWorkflow:
                     )
                     await workflow.sleep(pause)
                     continue
-                await self._split_failed_pass(request_batches, events, error, (*split_from, pass_no))
+                await self._split_failed_pass(
+                    request_batches, events, error, (*split_from, pass_no)
+                )
                 return
         self.passes_this_run += 1
         self.state.version = max(self.state.version, result.version)
