@@ -268,6 +268,9 @@ def test_requests_past_a_passs_work_time_are_not_applied_and_are_asked_again(
     first = json.loads(result.responses[0])
     assert codes(first) == ["ok"] + ["UNAVAILABLE"] * 3
     assert all(a["error_message"].endswith("ask again") for a in first[1:])
+    # The metrics count them as asked again: the pass that applies them counts their outcome.
+    assert result.tally is not None
+    assert result.tally.outcomes == {"CreateLogicalSource": {"ok": 1, "asked_again": 3}}
     with Session(create_catalog_engine(catalog_url)) as session:
         assert session.scalars(select(LogicalSource.name)).all() == ["s0"]
         assert session.scalars(select(Worker.name)).all() == ["w1"]

@@ -12,7 +12,7 @@ from typing import Any
 from streamctl.catalog.fit import text_problem
 from streamctl.compact_json import dumps, loads
 from streamctl.domain.decode import body_size
-from streamctl.error_codes import ErrorCode
+from streamctl.error_codes import ErrorCode, asks_again
 from streamctl.limits import (
     MAX_ID_LENGTH,
     MAX_REQUEST_BYTES,
@@ -105,19 +105,34 @@ def tally(
     refusals: dict[int, Response],
 ) -> PassTally:
     """Requests by kind and outcome, counted here once per pass so the worker's metrics cost
-    one counter update per kind and outcome, not one per request."""
+    one counter update per kind and outcome, not one per request. An answer that asks the
+    client to ask again (:data:`~streamctl.error_codes.ASK_AGAIN`: the pass had no time or
+    no room for it) is the outcome :data:`ASKED_AGAIN`, not ``UNAVAILABLE``: the request is
+    answered for real by a later pass, which counts that outcome."""
     counts: Counter[tuple[str, str]] = Counter()
     for position, request in enumerate(requests):
         answer = refusals.get(position) or answers[request.id]
         kind = request.envelope.kind
         counts[
             kind if isinstance(kind, str) and kind in m.REQUEST_TYPES else "invalid",
-            "ok" if answer.ok else answer.error_code or "error",
+            _outcome(answer),
         ] += 1
     outcomes: dict[str, dict[str, int]] = {}
     for (kind, outcome), count in counts.items():
         outcomes.setdefault(kind, {})[outcome] = count
     return PassTally(len(requests), events, outcomes)
+
+
+ASKED_AGAIN = "asked_again"
+"""The outcome of a request its pass answered ``UNAVAILABLE ... ask again``."""
+
+
+def _outcome(answer: Response) -> str:
+    if answer.ok:
+        return "ok"
+    if asks_again(answer.error_code, answer.error_message):
+        return ASKED_AGAIN
+    return answer.error_code or "error"
 
 
 def error_response(request_id: str, code: str, message: str, version: int) -> Response:

@@ -270,7 +270,8 @@ class CoordinatorMetrics:
         )
         self.requests = Counter(
             "streamctl_requests",
-            "Requests answered by passes of this worker, by kind and outcome (ok or error code).",
+            "Requests answered by passes of this worker, by kind and outcome (ok, an error code, "
+            "or asked_again: its pass had no time or room for it, a later one answers it).",
             ["kind", "outcome"],
             registry=self.registry,
         )
