@@ -1,0 +1,140 @@
+"""``bulk_insert`` writes what it is given: generated rows written (COPY's text format on
+PostgreSQL, an executemany on SQLite) and read back through SQLAlchemy are the same rows.
+
+The values are those a pass writes and worse: text with COPY's special characters (backslash,
+tab, newline, carriage return), text that looks like COPY's NULL (``\\N``), non-ASCII text,
+NULLs mixed into any column, integers at their column's bounds, floats of every magnitude, and
+JSON documents holding all of these.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    select,
+)
+from sqlalchemy.orm import Session
+
+from streamctl.catalog.store import bulk_insert, create_catalog_engine
+from streamctl.limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+
+METADATA = MetaData()
+ROWS = Table(
+    "bulk_rows",
+    METADATA,
+    Column("seq", Integer, primary_key=True),
+    Column("name", String(40), nullable=True),
+    Column("note", Text, nullable=True),
+    Column("big", BigInteger, nullable=True),
+    Column("small", Integer, nullable=True),
+    Column("ratio", Float, nullable=True),
+    Column("flag", Boolean, nullable=True),
+    Column("doc", JSON, nullable=True),
+)
+
+SPECIALS = ("\\", "\t", "\n", "\r")
+"""COPY's special characters: a table draws which of them its text holds (a column holding
+only one of them must be escaped as well as one holding all)."""
+
+
+def texts(specials: list[str]) -> st.SearchStrategy[str]:
+    """Text PostgreSQL can hold (no NUL, no lone surrogate), with these of :data:`SPECIALS`."""
+    plain = st.characters(exclude_categories=("Cs",), exclude_characters="\x00\\\t\n\r")
+    return st.one_of(
+        st.text(
+            alphabet=st.one_of(st.sampled_from([*specials, "N", ",", '"', "{", "}", " "]), plain),
+            max_size=12,
+        ),
+        st.sampled_from(["\\N", "NULL", "", "\\\\N"] if "\\" in specials else ["NULL", ""]),
+    )
+
+
+def json_values(text: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
+    return st.recursive(
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(INT64_MIN, INT64_MAX),
+            st.floats(allow_nan=False, allow_infinity=False),
+            text,
+        ),
+        lambda children: st.one_of(
+            st.lists(children, max_size=3), st.dictionaries(text, children, max_size=3)
+        ),
+        max_leaves=8,
+    )
+
+
+def _column(values: st.SearchStrategy[Any], nulls: bool) -> st.SearchStrategy[Any]:
+    return st.one_of(st.none(), values) if nulls else values
+
+
+@st.composite
+def tables(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Rows of one shape; each column drawn with or without NULLs, as a pass's columns are."""
+    nulls = {name: draw(st.booleans()) for name in ("name", "note", "big", "small", "ratio")}
+    text = texts(sorted(draw(st.sets(st.sampled_from(SPECIALS)))))
+    count = draw(st.integers(1, 12))
+    strategies = {
+        "name": _column(text.map(lambda value: value[:40]), nulls["name"]),
+        "note": _column(text, nulls["note"]),
+        "big": _column(
+            st.one_of(st.integers(INT64_MIN, INT64_MAX), st.sampled_from([INT64_MIN, INT64_MAX])),
+            nulls["big"],
+        ),
+        "small": _column(st.integers(INT32_MIN, INT32_MAX), nulls["small"]),
+        "ratio": _column(st.floats(allow_nan=False, allow_infinity=False), nulls["ratio"]),
+        "flag": st.one_of(st.none(), st.booleans()),
+        "doc": json_values(text),
+    }
+    return [
+        {"seq": seq, **{name: draw(strategy) for name, strategy in strategies.items()}}
+        for seq in range(count)
+    ]
+
+
+def _same(written: Any, read: Any) -> bool:
+    if isinstance(written, float) and isinstance(read, float):
+        return written == read or (math.isclose(written, read, rel_tol=1e-15) and written != 0)
+    return bool(written == read)
+
+
+@pytest.fixture
+def engine(catalog_url):
+    engine = create_catalog_engine(catalog_url)
+    METADATA.create_all(engine)
+    yield engine
+    engine.dispose()
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(rows=tables())
+def test_rows_read_back_as_written(engine, rows):
+    with Session(engine) as session, session.begin():
+        session.execute(ROWS.delete())
+        bulk_insert(session, ROWS, rows)
+    with Session(engine) as session:
+        read = [dict(row._mapping) for row in session.execute(select(ROWS).order_by(ROWS.c.seq))]
+    assert len(read) == len(rows)
+    for written, back in zip(rows, read, strict=True):
+        for name, value in written.items():
+            assert _same(value, back[name]), (name, value, back[name])
