@@ -1,5 +1,9 @@
-"""``bulk_insert`` writes what it is given: generated rows written (COPY's text format on
+"""The catalog store's bulk operations on generated data, on both catalogs.
+
+``bulk_insert`` writes what it is given: generated rows written (COPY's text format on
 PostgreSQL, an executemany on SQLite) and read back through SQLAlchemy are the same rows.
+``one_of`` finds exactly the rows whose key is one of the keys asked for (PostgreSQL reads
+them from the text of an array literal), whatever the keys hold.
 
 The values are those a pass writes and worse: text with COPY's special characters (backslash,
 tab, newline, carriage return), text that looks like COPY's NULL (``\\N``), non-ASCII text,
@@ -30,7 +34,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from streamctl.catalog.store import bulk_insert, create_catalog_engine
+from streamctl.catalog.store import bulk_insert, create_catalog_engine, key_chunks, one_of
 from streamctl.limits import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
 METADATA = MetaData()
@@ -138,3 +142,55 @@ def test_rows_read_back_as_written(engine, rows):
     for written, back in zip(rows, read, strict=True):
         for name, value in written.items():
             assert _same(value, back[name]), (name, value, back[name])
+
+
+KEYED = Table(
+    "keyed_rows",
+    METADATA,
+    Column("name", String(40), primary_key=True),
+    Column("number", BigInteger, nullable=False),
+)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    stored=st.dictionaries(
+        texts(list(SPECIALS)).map(lambda value: value[:40]),
+        st.integers(INT64_MIN, INT64_MAX),
+        max_size=12,
+    ),
+    asked=st.lists(texts(list(SPECIALS)).map(lambda value: value[:40]), max_size=6),
+    numbers=st.lists(st.integers(INT64_MIN, INT64_MAX), max_size=6),
+    data=st.data(),
+)
+def test_one_of_finds_exactly_the_keys_asked_for(engine, stored, asked, numbers, data):
+    names = (
+        asked + data.draw(st.lists(st.sampled_from(sorted(stored)), max_size=6))
+        if stored
+        else asked
+    )
+    wanted = numbers + [stored[name] for name in names if name in stored][:3]
+    with Session(engine) as session, session.begin():
+        session.execute(KEYED.delete())
+        bulk_insert(session, KEYED, [{"name": k, "number": v} for k, v in stored.items()])
+    with Session(engine) as session:
+        found_names = {
+            name
+            for chunk in key_chunks(session, names)
+            for name in session.scalars(
+                select(KEYED.c.name).where(one_of(session, KEYED.c.name, chunk))
+            )
+        }
+        found_numbers = {
+            number
+            for chunk in key_chunks(session, wanted)
+            for number in session.scalars(
+                select(KEYED.c.number).where(one_of(session, KEYED.c.number, chunk))
+            )
+        }
+    assert found_names == set(names) & set(stored)
+    assert found_numbers == set(wanted) & set(stored.values())
