@@ -2,8 +2,8 @@
 
 ``bulk_insert`` writes what it is given: generated rows written (COPY's text format on
 PostgreSQL, an executemany on SQLite) and read back through SQLAlchemy are the same rows.
-``one_of`` finds exactly the rows whose key is one of the keys asked for (PostgreSQL reads
-them from the text of an array literal), whatever the keys hold.
+``one_of`` finds exactly the rows whose key is one of the keys asked for (one bound array on
+PostgreSQL), whatever the keys hold.
 
 The values are those a pass writes and worse: text with COPY's special characters (backslash,
 tab, newline, carriage return), text that looks like COPY's NULL (``\\N``), non-ASCII text,
