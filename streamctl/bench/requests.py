@@ -11,6 +11,13 @@ differs:
 Each measurement gets its own coordinator workflow (its own config) on the shared catalog.
 The mix per caller cycles through create logical source, get it, create sink, get it, drop
 the logical source, so the catalog grows by one sink per cycle.
+
+Each measurement also reports where its time went, from its workflow's history
+(:func:`pass_timeline`): the passes it took, their requests on average, the median time of a
+pass activity (scheduled to completed: the catalog's work) and the median time from one pass's
+completion to the next one's scheduling (the workflow task that answers a pass and starts the
+next). Passes run one after another, so ``requests_per_pass / (pass_ms + between_passes_ms)``
+bounds the rate.
 """
 
 from __future__ import annotations
@@ -19,10 +26,13 @@ import asyncio
 import statistics
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client, WorkflowHandle
 
 from streamctl.bench.stack import bench_stack
 from streamctl.catalog.scratch import scratch_database
@@ -62,6 +72,61 @@ class Measurement:
     errors: int
     batch_size: int
     timeout_s: float
+    passes: int = 0
+    requests_per_pass: float = 0.0
+    pass_ms_p50: float = 0.0
+    between_passes_ms_p50: float = 0.0
+
+
+@dataclass(frozen=True)
+class PassTimeline:
+    passes: int
+    pass_ms_p50: float
+    between_passes_ms_p50: float
+
+
+async def pass_timeline(temporal: Client, handle: WorkflowHandle[Any, Any]) -> PassTimeline:
+    """The pass activities of the workflow, from the history of each of its runs: how many,
+    the median from scheduled to completed, and the median from a completion to the next
+    pass's scheduling."""
+    scheduled: dict[tuple[str, int], float] = {}
+    durations: list[float] = []
+    gaps: list[float] = []
+    last_completed: float | None = None
+    first_run = handle.first_execution_run_id or handle.result_run_id
+    async for run_id, event in _events_of_every_run(temporal, handle.id, first_run):
+        at = event.event_time.ToDatetime().timestamp()
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            if event.activity_task_scheduled_event_attributes.activity_type.name != "apply_pass":
+                continue
+            scheduled[(run_id, event.event_id)] = at
+            if last_completed is not None:
+                gaps.append(at - last_completed)
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            attributes = event.activity_task_completed_event_attributes
+            began = scheduled.get((run_id, attributes.scheduled_event_id))
+            if began is not None:
+                durations.append(at - began)
+                last_completed = at
+    return PassTimeline(
+        passes=len(durations),
+        pass_ms_p50=round(statistics.median(durations) * 1000, 1) if durations else 0.0,
+        between_passes_ms_p50=round(statistics.median(gaps) * 1000, 1) if gaps else 0.0,
+    )
+
+
+async def _events_of_every_run(
+    temporal: Client, workflow_id: str, run_id: str | None
+) -> AsyncIterator[tuple[str, HistoryEvent]]:
+    """The history events of the run ``run_id`` and of the runs it continued as."""
+    while run_id is not None:
+        current, run_id = run_id, None
+        handle = temporal.get_workflow_handle(workflow_id, run_id=current)
+        async for event in handle.fetch_history_events():
+            yield current, event
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+                attributes = event.workflow_execution_continued_as_new_event_attributes
+                run_id = attributes.new_execution_run_id
 
 
 async def measure(
@@ -99,6 +164,7 @@ async def measure(
         started = time.perf_counter()
         await asyncio.gather(*(caller(i) for i in range(concurrency)))
         seconds = time.perf_counter() - started
+        timeline = await pass_timeline(temporal, handle)
     finally:
         await asyncio.to_thread(client.close)
         await handle.terminate("benchmark measurement done")
@@ -115,6 +181,10 @@ async def measure(
         errors=errors,
         batch_size=config.batch_size,
         timeout_s=config.timeout,
+        passes=timeline.passes,
+        requests_per_pass=round(len(latencies) / timeline.passes, 1) if timeline.passes else 0.0,
+        pass_ms_p50=timeline.pass_ms_p50,
+        between_passes_ms_p50=timeline.between_passes_ms_p50,
     )
 
 
