@@ -132,9 +132,9 @@ def _out_of_bounds(value: Any, where: str, depth: int) -> str | None:
         return f"{where} nests deeper than {MAX_NESTING_DEPTH} levels"
     if hasattr(value, "__dataclass_fields__"):
         # A dataclass's members are its fields, whose names are identifiers: storable keys.
-        values = getattr(value, "__dict__", None)
+        values = getattr(value, "__dict__", None) or {}  # a slotted dataclass has none
         for name in m.field_names(type(value)):
-            item = values[name] if values is not None else getattr(value, name)
+            item = values[name] if name in values else getattr(value, name)
             found = _member_problem(name, item, where, depth)
             if found is not None:
                 return found
