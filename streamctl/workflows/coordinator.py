@@ -46,7 +46,10 @@ Guarantees
 * No input is retried forever: a pass ends after :data:`PASS_ATTEMPTS` attempts, and one that
   failed for good is split in halves, each run as a pass of its own, down to the one message
   that fails alone, which is answered ``INTERNAL`` (a request) or dropped (an event) and kept
-  aside by ``quarantine_message``. A pass that failed because the catalog could not be reached
+  aside by ``quarantine_message``. A half names the passes it was split from
+  (``PassInput.split_from``): when one of them committed after all (its last attempt's process
+  died after the commit), the half answers from that pass's stored answers and applies nothing
+  again. A pass that failed because the catalog could not be reached
   (``CatalogUnavailable``) is tried again, as long as the outage lasts.
 * Everything carried stays under Temporal's 2 MB payload limit: pass results by the pass's
   own budgets (:mod:`streamctl.limits`), a pass's events by ``MAX_PASS_EVENT_BYTES``, events
