@@ -19,6 +19,7 @@ from streamctl.catalog.models import (
     Sink,
     SnapshotVersion,
     StoredResponse,
+    Worker,
 )
 from streamctl.catalog.store import create_catalog_engine
 from streamctl.workflows.messages import Envelope, Response
@@ -43,6 +44,16 @@ def dump(url: str) -> dict[str, Any]:
                     for row in session.scalars(select(Sink))
                 ),
             }
+    finally:
+        engine.dispose()
+
+
+def worker_values(url: str, column: str) -> dict[str, Any]:
+    """Each worker's ``column`` (``capacity``, ``heartbeats`` ...), by name."""
+    engine = create_catalog_engine(url)
+    try:
+        with Session(engine) as session:
+            return {row.name: getattr(row, column) for row in session.scalars(select(Worker))}
     finally:
         engine.dispose()
 

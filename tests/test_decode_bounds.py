@@ -76,30 +76,25 @@ def reference(value: Any, where: str, depth: int) -> str | None:
             problem = _text_problem(key)
             if problem is not None:
                 return f"{where} has a key that cannot be stored: {problem}"
-            place = f"{where}.{key[:64]}"
-            if depth < MAX_NESTING_DEPTH and not _container(item):
-                refusal = _scalar(item, key)
-                if refusal is not None:
-                    return place + refusal
-                continue
-            found = reference(item, place, depth + 1)
+            found = _member(item, f"{where}.{key[:64]}", key, depth)
             if found is not None:
                 return found
         return None
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            place = f"{where}[{index}]"
-            if depth < MAX_NESTING_DEPTH and not _container(item):
-                refusal = _scalar(item, "")
-                if refusal is not None:
-                    return place + refusal
-                continue
-            found = reference(item, place, depth + 1)
+            found = _member(item, f"{where}[{index}]", "", depth)  # items are never narrow
             if found is not None:
                 return found
         return None
     refusal = _scalar(value, where.rsplit(".", 1)[-1])
     return None if refusal is None else where + refusal
+
+
+def _member(item: Any, place: str, leaf: str, depth: int) -> str | None:
+    if depth < MAX_NESTING_DEPTH and not _container(item):
+        refusal = _scalar(item, leaf)
+        return None if refusal is None else place + refusal
+    return reference(item, place, depth + 1)
 
 
 TEXT = st.one_of(

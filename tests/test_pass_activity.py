@@ -10,15 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from catalog_tools import dump
+from catalog_tools import dump, worker_values
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from streamctl.activities.passes import CatalogWork
-from streamctl.catalog.models import Worker
-from streamctl.catalog.store import create_catalog_engine
 from streamctl.client.outbox import new_id
 from streamctl.workflows import messages as m
 from streamctl.workflows.messages import Envelope
@@ -247,12 +243,7 @@ def test_a_start_carries_every_source_of_its_query_after_a_refused_drop(catalog_
 
 
 def _heartbeats(catalog_url: str) -> dict[str, int]:
-    engine = create_catalog_engine(catalog_url)
-    try:
-        with Session(engine) as session:
-            return {row.name: row.heartbeats for row in session.scalars(select(Worker))}
-    finally:
-        engine.dispose()
+    return worker_values(catalog_url, "heartbeats")
 
 
 def _split_part(

@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 import pytest
-from catalog_tools import dump
+from catalog_tools import dump, worker_values
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 from test_pass_activity import codes, run_pass
@@ -47,12 +47,7 @@ def quarantined(url: str) -> list[QuarantinedMessage]:
 
 
 def workers(url: str) -> dict[str, int]:
-    engine = create_catalog_engine(url)
-    try:
-        with Session(engine) as session:
-            return {w.name: w.capacity for w in session.scalars(select(Worker))}
-    finally:
-        engine.dispose()
+    return worker_values(url, "capacity")
 
 
 def test_an_oversized_capacity_is_refused_and_the_rest_of_the_pass_commits(catalog_url):
