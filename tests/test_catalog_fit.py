@@ -73,3 +73,29 @@ def test_a_row_is_refused_exactly_where_a_value_does_not_fit(
     with pytest.raises(ValueDoesNotFit) as refused:
         check_rows_fit(TABLE, bound, prefix=prefix)
     assert refused.value.column == expected[0][0]  # the first value that does not fit
+
+
+@st.composite
+def rows_of_one_shape(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Rows that all have the same keys, as a pass writes them in bulk (checked a column at a
+    time first): mostly values that fit, now and then one that does not."""
+    shape = draw(st.lists(keys, unique=True, max_size=8))
+    fitting = st.one_of(
+        st.none(),
+        st.integers(-(2**31), 2**31 - 1),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.sampled_from([1e308, -1e308]),  # their sum overflows though each fits
+        st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=8).filter(
+            lambda text: "\x00" not in text
+        ),
+    )
+    cell = st.one_of(fitting, fitting, fitting, values)
+    return draw(st.lists(st.fixed_dictionaries({key: cell for key in shape}), max_size=20))
+
+
+@settings(max_examples=500, deadline=None)
+@given(rows=rows_of_one_shape(), prefix=st.sampled_from(["", "v_"]))
+def test_rows_of_one_shape_are_refused_exactly_where_a_value_does_not_fit(
+    rows: list[dict[str, Any]], prefix: str
+) -> None:
+    test_a_row_is_refused_exactly_where_a_value_does_not_fit.hypothesis.inner_test(rows, prefix)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, cast
 
@@ -126,7 +127,7 @@ def bulk_insert(session: Session, table: Table, rows: list[dict[str, Any]]) -> N
     statement = f"COPY {quote(table.name)} ({', '.join(quote(c) for c in columns)}) FROM STDIN"
     driver_connection = connection.connection.driver_connection
     assert driver_connection is not None
-    texts = [_copy_column([row[c] for row in rows], c in json_columns) for c in columns]
+    texts = [_copy_column(list(map(itemgetter(c), rows)), c in json_columns) for c in columns]
     with driver_connection.cursor() as cursor, cursor.copy(statement) as copy:
         copy.write("\n".join(map("\t".join, zip(*texts, strict=True))) + "\n")
 
