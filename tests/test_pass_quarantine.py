@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from catalog_tools import failed_workflow_tasks
+from conftest import wait_until
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import (
@@ -51,8 +52,9 @@ class FailsPassesWithPoison(Interceptor):
 
 
 class CommitsThenFails(Interceptor):
-    """Every attempt of an unsplit pass carrying ``lost`` runs (the first commits, the rest
-    replay it) and then fails, as if the process died before its answer reached Temporal."""
+    """Every attempt of an unsplit pass carrying a request for ``lost`` or a heartbeat runs
+    (the first commits, the rest replay it) and then fails, as if the process died before its
+    answer reached Temporal."""
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         class _Losing(ActivityInboundInterceptor):
@@ -60,7 +62,9 @@ class CommitsThenFails(Interceptor):
                 result = await super().execute_activity(input)
                 if activity.info().activity_type == "apply_pass":
                     pass_input, requests = input.args
-                    if b"lost" in requests.payload.data and not pass_input.split_from:
+                    carried = requests.payload.data + repr(pass_input.events).encode()
+                    lost = b"lost" in carried or b"Heartbeat" in carried
+                    if lost and not pass_input.split_from:
                         raise RuntimeError("the answer of this pass is lost (injected)")
                 return result
 
@@ -149,7 +153,13 @@ async def test_a_pass_that_committed_though_every_attempt_failed_applies_once(
         ).connect()
         try:
             await client.send(m.RegisterWorker("w1"))
-            assert (await client.ask(m.GetWorker("w1")))["name"] == "w1"
+
+            async def registered() -> bool:
+                return (await client.ask_response(m.GetWorker("w1"))).ok
+
+            await wait_until(registered)
+            # The pass that carries the heartbeat is lost, and so is the one that carries the
+            # request for "lost" (the same pass, or another).
             await client.send(m.Heartbeat("w1", count=5))
             names = ["lost", "a", "b", "c"]
             answers = await asyncio.gather(
