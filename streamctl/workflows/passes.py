@@ -70,7 +70,8 @@ class PassInput:
 class PassTally:
     """What a pass handled, counted once per pass for the worker's metrics
     (:mod:`streamctl.worker.metrics`): ``outcomes[kind][outcome]`` is the number of requests of
-    that kind answered ``"ok"`` or with that error code (unknown kinds count as ``"invalid"``)."""
+    that kind answered ``"ok"``, with that error code, or ``"asked_again"`` (an answer to ask
+    again: :func:`streamctl.domain.pass_requests.tally`); unknown kinds count as ``"invalid"``."""
 
     requests: int
     events: int
