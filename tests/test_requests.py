@@ -260,3 +260,23 @@ async def test_reads_whose_results_their_pass_could_not_keep_are_asked_again(
         assert client.stats.requests_asked_again > 0  # the case this test is about did occur
     finally:
         await asyncio.to_thread(client.close)
+
+
+async def test_a_request_asked_after_an_event_was_accepted_sees_the_event(
+    start_coordinator, sqlite_url
+):
+    """DESIGN: messages apply in arrival order. ``send`` returns once the coordinator accepted
+    the event, so a request asked after it must see it, even when one workflow task takes in
+    both (they then share an arrival time; the pass used to apply the request first)."""
+    coordinator = await start_coordinator(sqlite_url, CoordinatorConfig(timeout=0.05))
+    client = await coordinator.client().connect()
+    try:
+        for i in range(20):
+            await client.send(m.RegisterWorker(f"w{i}"))
+            answer = await client.ask_response(m.GetWorker(f"w{i}"))
+            assert answer.ok, (i, answer)
+            await client.send(m.UnregisterWorker(f"w{i}"))
+            assert (await client.ask(m.GetWorker(f"w{i}")))["state"] == "UNREGISTERED", i
+        assert await failed_workflow_tasks(coordinator.handle) == 0
+    finally:
+        await asyncio.to_thread(client.close)

@@ -72,7 +72,9 @@ class CatalogWork:
     def apply_pass(self, pass_input: PassInput, requests: bytes) -> PassResult | CatalogUnreachable:
         """One pass; ``requests`` is the JSON array of request batches
         (:mod:`streamctl.workflows.passes`)."""
-        batches = request_batches(requests, pass_input.request_batch_arrivals)
+        batches = request_batches(
+            requests, pass_input.request_batch_arrivals, pass_input.request_batch_seqs
+        )
         try:
             return passes.apply_pass(catalog_engine(self.catalog_url), pass_input, batches)
         except Exception as error:

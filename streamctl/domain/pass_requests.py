@@ -35,17 +35,23 @@ class Request:
     received_at: float
     size: int
     problem: tuple[str, str] | None = None
+    seq: int = 0
+    """Its batch's arrival number (``PassInput.request_batch_seqs``); 0 in older passes."""
 
 
-def request_batches(data: bytes, arrivals: list[float]) -> list[list[Request]]:
+def request_batches(
+    data: bytes, arrivals: list[float], seqs: list[int] | None = None
+) -> list[list[Request]]:
     """Parse the joined request batches (the raw JSON the workflow joined byte for byte); a
-    malformed envelope becomes a refused request."""
+    malformed envelope becomes a refused request. ``seqs`` are the batches' arrival numbers
+    (none in passes recorded before them)."""
     raw_batches = loads(data)
+    seqs = seqs or [0] * len(arrivals)
     # A batch under the per-request limit cannot hold an oversized request; only larger ones
     # pay for measuring each body.
     measure = len(data) > MAX_REQUEST_BYTES
     batches: list[list[Request]] = []
-    for raw_batch, received_at in zip(raw_batches, arrivals, strict=True):
+    for raw_batch, received_at, seq in zip(raw_batches, arrivals, seqs, strict=True):
         batch: list[Request] = []
         for position, raw in enumerate(raw_batch if isinstance(raw_batch, list) else []):
             request_id = raw.get("id") if isinstance(raw, dict) else None
@@ -59,6 +65,7 @@ def request_batches(data: bytes, arrivals: list[float]) -> list[list[Request]]:
                         received_at,
                         0,
                         (ErrorCode.INVALID_REQUEST, problem),
+                        seq,
                     )
                 )
                 continue
@@ -71,7 +78,7 @@ def request_batches(data: bytes, arrivals: list[float]) -> list[list[Request]]:
                 v=raw.get("v"),  # type: ignore[arg-type]
             )
             size = body_size(envelope.body) if measure else 0
-            batch.append(Request(request_id, envelope, received_at, size))
+            batch.append(Request(request_id, envelope, received_at, size, seq=seq))
         batches.append(batch)
     return batches
 

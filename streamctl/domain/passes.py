@@ -14,9 +14,11 @@ Order of work inside :func:`apply_pass` (the ``apply_pass`` activity of
    (:mod:`streamctl.domain.request_ids`).
 3. Decode the rest; a malformed message gets its error code and nothing else happens for it.
 4. Apply in stages (workers, then sources and sinks, then queries), arrival order within a
-   stage, each message against the state the previous ones left, by the handler its kind maps
-   to in :data:`REQUEST_HANDLERS` / :data:`EVENT_HANDLERS` (the handlers live with their
-   entity: :mod:`~streamctl.domain.workers`, :mod:`~streamctl.domain.sources`,
+   stage (the workflow's arrival numbers, ``PassInput.request_batch_seqs`` and
+   ``PendingMessage.seq``), each message against the state the previous ones left, by the
+   handler its kind maps to in :data:`REQUEST_HANDLERS` / :data:`EVENT_HANDLERS` (the
+   handlers live with their entity: :mod:`~streamctl.domain.workers`,
+   :mod:`~streamctl.domain.sources`,
    :mod:`~streamctl.domain.sinks`, :mod:`~streamctl.domain.queries`,
    :mod:`~streamctl.domain.statements`, ...). When applying them together fails in a way no
    refusal explains, the pass runs again with one savepoint per message
@@ -205,6 +207,7 @@ def _apply(
     answers = {request_id: out.fitted_stored(answer) for request_id, answer in answers.items()}
     first_of: dict[str, Request] = {}
     work: list[tuple[str, float, m.Message]] = []
+    seqs: list[int] = []  # each work item's arrival number, 0 in passes recorded before them
 
     for request in requests:
         if request.id in answers or request.id in first_of:
@@ -216,6 +219,7 @@ def _apply(
         try:
             message = decode(request.envelope, m.REQUEST_TYPES, request.size)  # type: ignore[arg-type]
             work.append((request.id, request.received_at, message))
+            seqs.append(request.seq)
         except DecodeError as error:
             answers[request.id] = error_response(request.id, error.code, error.message, version)
     for pending in pass_input.events:
@@ -228,6 +232,7 @@ def _apply(
         try:
             message = decode(envelope, m.EVENT_TYPES, pending.size)  # type: ignore[arg-type]
             work.append((envelope.id, pending.received_at, message))
+            seqs.append(pending.seq)
         except DecodeError as error:
             log.warning("dropping event %s: %s", envelope.id, error.message)
 
@@ -242,7 +247,10 @@ def _apply(
         ),
         start_room=pass_input.action_room,
     )
-    ordered = sorted(range(len(work)), key=lambda i: (work[i][2].stage, work[i][1], i))
+    # Stage by stage; in a stage, in arrival order. The arrival number decides where messages
+    # share an arrival time (one workflow task took them in): an event a client sent before a
+    # request is applied before it. Passes recorded before the numbers order by time alone.
+    ordered = sorted(range(len(work)), key=lambda i: (work[i][2].stage, seqs[i], work[i][1], i))
     if isolate:
         apply_one_by_one(ctx, out, [work[i] for i in ordered], first_of, answers, apply_message)
     else:

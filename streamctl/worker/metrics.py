@@ -314,7 +314,9 @@ def workflow_status(
     client: Client, workflow_id: str, loop: asyncio.AbstractEventLoop
 ) -> Callable[[], CoordinatorStatus]:
     """The coordinator workflow's ``status`` query, callable from the endpoint's thread."""
-    handle = client.get_workflow_handle_for(CoordinatorWorkflow.run, workflow_id)
+    # The untyped handle: mypy 2.4 cannot match ``run``'s signature to
+    # ``get_workflow_handle_for``'s overloads; the query below is typed by its method anyway.
+    handle = client.get_workflow_handle(workflow_id)
 
     def status() -> CoordinatorStatus:
         query = handle.query(CoordinatorWorkflow.status)

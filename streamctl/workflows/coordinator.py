@@ -10,7 +10,10 @@ Protocol
   returns once a pass reports the query in one of ``states`` (:mod:`.query_waits`): every pass
   reports the rows of the queries waited on, so a waiter learns a state from the pass that
   records it, with no request of its own.
-* The workflow buffers request batches and events in arrival order and runs a **pass** when
+* The workflow buffers request batches and events in arrival order, each numbered as it
+  arrives (``CoordinatorState.arrivals``): a pass applies a stage's messages by that number,
+  so an event a client sent before a request is applied first even when one workflow task
+  took in both. It runs a **pass** when
   ``batch_size`` messages are pending or ``timeout`` has passed since the oldest pending one
   (a wait shorter than :data:`MIN_TIMER_WAIT` is not worth a workflow timer: the pass runs at
   once, and what arrives during it forms the next batch).
@@ -304,7 +307,7 @@ class CoordinatorWorkflow:
     @workflow.update
     async def submit(self, ids: list[str], requests: RawValue) -> RawValue:
         self._heard()
-        batch = RequestBatch(ids, requests.payload, workflow.now().timestamp())
+        batch = RequestBatch(ids, requests.payload, workflow.now().timestamp(), self._arrival())
         self.request_batches.append(batch)
         self.pending_requests += len(ids)
         await workflow.wait_condition(lambda: batch.answer is not None)
@@ -639,6 +642,7 @@ class CoordinatorWorkflow:
                             now=started.timestamp(),
                             events=events,
                             request_batch_arrivals=[b.received_at for b in request_batches],
+                            request_batch_seqs=[b.seq for b in request_batches],
                             suspect_after=config.suspect_after,
                             dead_after=config.dead_after,
                             max_restarts=config.max_restarts,
@@ -977,11 +981,19 @@ class CoordinatorWorkflow:
             if merged is not None:
                 # Keeps the older arrival time: a merged event must not delay its batch. A
                 # heartbeat carries its newest arrival inside, which liveness counts from.
-                self.state.pending[index] = PendingMessage(merged, older.received_at, _size(merged))
+                self.state.pending[index] = PendingMessage(
+                    merged, older.received_at, _size(merged), older.seq
+                )
                 return
         if key is not None:
             self.compaction_index[key] = len(self.state.pending)
-        self.state.pending.append(PendingMessage(envelope, now, _size(envelope)))
+        self.state.pending.append(PendingMessage(envelope, now, _size(envelope), self._arrival()))
+
+    def _arrival(self) -> int:
+        """The next arrival number (``CoordinatorState.arrivals``). Replay-safe: it rides only
+        in activity inputs and the carried state, never in a command."""
+        self.state.arrivals += 1
+        return self.state.arrivals
 
     def _carried_bytes(self) -> int:
         """About how large the pending events are that continue-as-new would carry."""
@@ -1105,7 +1117,7 @@ class CoordinatorWorkflow:
             f"~liveness-{self.state.pass_no}"
         )
         self.state.pending.append(
-            PendingMessage(envelope, workflow.now().timestamp(), _size(envelope))
+            PendingMessage(envelope, workflow.now().timestamp(), _size(envelope), self._arrival())
         )
 
     def _forget_old_senders(self) -> None:

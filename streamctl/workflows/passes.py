@@ -35,11 +35,13 @@ JSON_ENCODING = b"json/plain"
 
 @dataclass(frozen=True)
 class PendingMessage:
-    """An event in the workflow's buffer: the envelope, when it arrived, its estimated size."""
+    """An event in the workflow's buffer: the envelope, when it arrived, its estimated size and
+    its arrival number (:attr:`PassInput.request_batch_seqs`)."""
 
     envelope: Envelope
     received_at: float
     size: int = 0
+    seq: int = 0
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,12 @@ class PassInput:
     action_room: int | None = None
     """How many more start actions the workflow takes now (``MAX_ACTIONS_UNDER_WAY`` minus
     those under way); ``None``: no bound (passes recorded before it existed)."""
+    request_batch_seqs: list[int] = field(default_factory=list)
+    """The arrival number of each request batch. The workflow numbers every message it takes
+    in (events and request batches alike, :attr:`.state.CoordinatorState.arrivals`), so a pass
+    applies the messages of one stage in the order they arrived even where they arrived in one
+    workflow task and share an arrival time. Empty in passes recorded before the numbers
+    existed: those order by arrival time alone."""
     split_from: list[int] = field(default_factory=list)
     """The passes whose messages this one holds a part of: a pass that failed for good is
     split, and so on down. Its last attempt may have committed all the same (the process died

@@ -21,6 +21,8 @@ class RequestBatch:
     ids: list[str]
     payload: Payload
     received_at: float
+    seq: int = 0
+    """Its arrival number (:attr:`streamctl.workflows.passes.PassInput.request_batch_seqs`)."""
     answer: str | None = None
     whole: RequestBatch | None = None
     """The batch this one is a part of, when a failing pass was split inside a batch."""
@@ -36,6 +38,7 @@ class RequestBatch:
                 ids,
                 Payload(metadata={"encoding": JSON_ENCODING}, data=dumps(part).encode()),
                 self.received_at,
+                self.seq,
                 whole=self,
             )
             for ids, part in (

@@ -33,6 +33,10 @@ class CoordinatorState:
     # The workflow times of the two latest workflow tasks seen to run (a message arriving, a
     # pass returning): whether the coordinator could hear its agents while a liveness timer
     # was late (CoordinatorWorkflow._heard).
+    arrivals: int = 0
+    """How many messages (events, request batches, the workflow's own events) have arrived in
+    all runs: each takes the next number, which orders a pass's messages (``seq``). Carried, so
+    the messages a run carries keep numbers below those of the next run's arrivals."""
     heard_at: float | None = None
     heard_before: float | None = None
 
