@@ -32,6 +32,14 @@ MAX_PASS_EVENT_BYTES = 512 * 1024
 input is one Temporal payload with its requests (``max_batch_bytes``, 1 MB by default), and
 Temporal fails a payload above 2 MB: a dozen events of ~250 KB each made an input of 2.3 MB,
 whose workflow task failed again on every retry."""
+LOCAL_PASS_MAX_MESSAGES = 32
+"""A pass of at most this many messages (requests and events), not split from a failed one,
+runs as a local activity: inside the workflow task that decides it, on the coordinator worker,
+with no activity task and no second workflow task. An idle coordinator answered a request in
+~44 ms, ~23 of them the activity's round trips (three history events, a workflow task to take
+the result); as a local activity, ~31. While it runs, the workflow task stays open and new
+messages wait at the server, so only small passes (a few milliseconds) take this path; the
+large ones of a busy coordinator run as activities, and the next batch gathers meanwhile."""
 MAX_RESPONSE_BYTES = 512 * 1024
 """A single answer (a listing) may not be larger than this; larger ones are paged or refused."""
 MAX_PAGE_ROWS = 1000

@@ -51,6 +51,21 @@ class FailsPassesWithPoison(Interceptor):
         return _Failing(next)
 
 
+class HangsPassesWithSlow(Interceptor):
+    """Every attempt of a pass carrying a request for ``slow`` outlasts ``pass_timeout``."""
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        class _Hanging(ActivityInboundInterceptor):
+            async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+                if activity.info().activity_type == "apply_pass":
+                    _, requests = input.args
+                    if b"slow" in requests.payload.data:
+                        await asyncio.sleep(3600)
+                return await super().execute_activity(input)
+
+        return _Hanging(next)
+
+
 class CommitsThenFails(Interceptor):
     """Every attempt of an unsplit pass carrying a request for ``lost`` or a heartbeat runs
     (the first commits, the rest replay it) and then fails, as if the process died before its
@@ -76,6 +91,7 @@ async def poisoned_coordinator(
     temporal_client: Client,
     catalog_url: str,
     interceptor: Interceptor | None = None,
+    config: CoordinatorConfig | None = None,
 ) -> AsyncIterator[tuple[str, Any]]:
     suffix = uuid.uuid4().hex[:10]
     task_queue = workflow_id = f"coordinator-{suffix}"
@@ -93,7 +109,8 @@ async def poisoned_coordinator(
                 temporal_client,
                 workflow_id=workflow_id,
                 task_queue=task_queue,
-                config=CoordinatorConfig(timeout=0.3),  # the requests below share one pass
+                # The requests below share one pass.
+                config=config or CoordinatorConfig(timeout=0.3),
             )
             yield workflow_id, handle
     finally:
@@ -172,6 +189,38 @@ async def test_a_pass_that_committed_though_every_attempt_failed_applies_once(
             assert (await client.ask(m.GetWorker("w1")))["heartbeats"] == 5
             listed = await client.ask(m.ListLogicalSources())
             assert sorted(source["name"] for source in listed) == sorted(names)
+            assert await failed_workflow_tasks(handle) == 0
+        finally:
+            await asyncio.to_thread(client.close)
+
+
+async def test_a_pass_that_outlasts_its_timeout_every_time_is_split_and_set_aside(
+    temporal, temporal_client, sqlite_url
+):
+    """A small pass runs as a local activity (``LOCAL_PASS_MAX_MESSAGES``), whose timeout
+    reaches the workflow as a TimeoutError rather than an ActivityError: it must be split and
+    its one hanging request set aside like an activity's, not fail the workflow."""
+    config = CoordinatorConfig(timeout=0.3, pass_timeout=1.0)
+    async with poisoned_coordinator(temporal_client, sqlite_url, HangsPassesWithSlow(), config) as (
+        workflow_id,
+        handle,
+    ):
+        client = await CoordinatorClient(
+            temporal.address, workflow_id=workflow_id, request_timeout=120
+        ).connect()
+        try:
+            names = ["a", "slow", "b"]
+            answers = await asyncio.gather(
+                *(
+                    client.ask_response(m.CreateLogicalSource(name, SCHEMA), request_id=f"r-{name}")
+                    for name in names
+                )
+            )
+            by_name = dict(zip(names, answers, strict=True))
+            assert by_name["a"].ok and by_name["b"].ok, by_name
+            assert by_name["slow"].error_code == "INTERNAL", by_name["slow"]
+            assert "kept aside as" in (by_name["slow"].error_message or "")
+            assert (await client.ask(m.GetLogicalSource("b")))["name"] == "b"
             assert await failed_workflow_tasks(handle) == 0
         finally:
             await asyncio.to_thread(client.close)

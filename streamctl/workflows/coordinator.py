@@ -113,6 +113,7 @@ with workflow.unsafe.imports_passed_through():
         ACTION_RELEASE_DELAY,
         INT64_MAX,
         INT64_MIN,
+        LOCAL_PASS_MAX_MESSAGES,
         MAX_ACTIONS_PER_TASK,
         MAX_ACTIONS_UNDER_WAY,
         MAX_CARRIED_EVENT_BYTES,
@@ -177,6 +178,9 @@ PASS_ISOLATION_PATCH = "pass-isolation"
 """Passes end after :data:`PASS_ATTEMPTS` and a failed one is split (older runs retried
 forever): the ``workflow.patched`` id that keeps older histories replaying as they ran."""
 PASS_ATTEMPTS = 4
+LOCAL_SMALL_PASS_PATCH = "local-small-passes"
+"""Small passes (:data:`~streamctl.limits.LOCAL_PASS_MAX_MESSAGES`) run as local activities;
+older runs ran every pass as an activity."""
 BOUNDED_EVENT_NESTING_PATCH = "bounded-event-nesting"
 """Events nested deeper than ``MAX_NESTING_DEPTH`` are dropped on arrival (older runs buffered
 them, and one nested ~950 levels deep failed every workflow task)."""
@@ -629,11 +633,21 @@ class CoordinatorWorkflow:
         self.state.pass_no += 1
         pass_no = self.state.pass_no
         watched = sorted({waiter.query_id for waiter in self.query_waiters})
+        # A split pass is looking for a message that fails (times out, crashes its process):
+        # it runs as an activity, as the pass it was split from did.
+        local = (
+            not split_from
+            and requests + len(events) <= LOCAL_PASS_MAX_MESSAGES
+            and workflow.patched(LOCAL_SMALL_PASS_PATCH)
+        )
+        execute = (
+            workflow.execute_local_activity_method if local else workflow.execute_activity_method
+        )
         outage_rounds = 0
         while True:
             started = workflow.now()
             try:
-                result = await workflow.execute_activity_method(
+                result = await execute(
                     CatalogActivities.apply_pass,
                     args=[
                         PassInput(
@@ -663,10 +677,13 @@ class CoordinatorWorkflow:
                     summary=pass_summary(self.state.pass_no, requests, len(events)),
                 )
                 break
-            except ActivityError as error:
+            except (ActivityError, ApplicationError) as error:
+                # An activity's failure, and a local activity's timeout, come wrapped in an
+                # ActivityError; a local activity's own failure comes as the ApplicationError
+                # itself (which nothing else in this block raises).
                 if not isolating:
                     raise
-                cause = error.cause
+                cause = (error.cause or error) if isinstance(error, ActivityError) else error
                 if isinstance(cause, ApplicationError) and cause.type == CATALOG_UNAVAILABLE:
                     # A pause between rounds keeps a long outage from filling the history
                     # (each round is a few events; continue-as-new waits for the pass).
@@ -678,7 +695,7 @@ class CoordinatorWorkflow:
                     await workflow.sleep(pause)
                     continue
                 await self._split_failed_pass(
-                    request_batches, events, error, (*split_from, pass_no)
+                    request_batches, events, cause, (*split_from, pass_no)
                 )
                 return
         self.passes_this_run += 1
@@ -710,14 +727,13 @@ class CoordinatorWorkflow:
         self,
         request_batches: list[RequestBatch],
         events: list[PendingMessage],
-        error: ActivityError,
+        cause: BaseException,
         split_from: tuple[int, ...],
     ) -> None:
         """Run each half of a pass that failed for good as a pass of its own; ``split_from``
         is the failed pass's number after those it was itself split from (a half's pass
         applies nothing again if one of them committed after all: :class:`PassInput`)."""
-        cause = error.cause
-        reason = f"{type(cause).__name__}: {cause}" if cause is not None else str(error)
+        reason = f"{type(cause).__name__}: {cause}"
         parts = halves(request_batches, events)
         workflow.logger.error(
             "pass %d failed for good (%s); %s",
