@@ -33,8 +33,8 @@ input is one Temporal payload with its requests (``max_batch_bytes``, 1 MB by de
 Temporal fails a payload above 2 MB: a dozen events of ~250 KB each made an input of 2.3 MB,
 whose workflow task failed again on every retry."""
 LOCAL_PASS_MAX_MESSAGES = 32
-"""A pass of at most this many messages (requests and events), not split from a failed one,
-runs as a local activity: inside the workflow task that decides it, on the coordinator worker,
+"""A pass of at most this many requests and no event, not split from a failed one, runs as a
+local activity: inside the workflow task that decides it, on the coordinator worker,
 with no activity task and no second workflow task. An idle coordinator answered a request in
 ~44 ms, ~23 of them the activity's round trips (three history events, a workflow task to take
 the result); as a local activity, ~31. While it runs, the workflow task stays open and new

@@ -295,3 +295,47 @@ def test_a_part_of_a_pass_that_never_committed_is_applied(catalog_url):
     assert codes(json.loads(part.responses[0])) == ["ok"]
     assert _heartbeats(catalog_url) == {"a1": 3}
     assert [name for name, _ in dump(catalog_url)["logical"]] == ["s"]
+
+
+def test_a_pass_run_again_with_events_its_commit_did_not_carry_hands_them_back(catalog_url):
+    """A local pass's input is not recorded: a workflow task run again after the pass
+    committed may give its number to more messages. Requests new to it are asked again, and
+    events (the committed pass had none) come back as not applied, for the next pass; the
+    answers the commit stored are answered again; nothing is applied twice."""
+    activities = CatalogWork(catalog_url)
+    first = m.CreateLogicalSource("kept", SCHEMA).to_envelope("r-first")
+    committed = activities.apply_pass(
+        PassInput("w", 1, 1000.0, [], [1000.0], 30.0, 60.0), request_batches_json([[first]])
+    )
+    assert not committed.replayed and committed.events_not_applied == []
+
+    later = m.CreateLogicalSource("later", SCHEMA).to_envelope("r-later")
+    events = [
+        PendingMessage(m.RegisterWorker("w1").to_envelope("e-register"), 1000.5),
+        PendingMessage(m.Heartbeat("w1").to_envelope("e-heartbeat"), 1000.6),
+    ]
+    again = activities.apply_pass(
+        PassInput("w", 1, 1001.0, events, [1000.0, 1000.4], 30.0, 60.0),
+        request_batches_json([[first], [later]]),
+    )
+    assert again.replayed
+    assert again.events_not_applied == [0, 1]
+    [stored], [asked] = (json.loads(answer) for answer in again.responses)
+    assert stored == json.loads(committed.responses[0])[0]
+    assert not asked["ok"] and asked["error_code"] == "UNAVAILABLE", asked
+    assert worker_values(catalog_url, "heartbeats") == {}
+    assert [name for name, _ in dump(catalog_url)["logical"]] == ["kept"]
+
+    # The next pass applies them, and a retry of that pass (its input recorded) hands back
+    # nothing: it carried events, so they were applied.
+    retried = [
+        activities.apply_pass(
+            PassInput("w", 2, 1002.0, events, [1000.4], 30.0, 60.0),
+            request_batches_json([[later]]),
+        )
+        for _ in range(2)
+    ]
+    assert [r.events_not_applied for r in retried] == [[], []]
+    assert retried[1].replayed
+    assert worker_values(catalog_url, "heartbeats") == {"w1": 1}
+    assert [name for name, _ in dump(catalog_url)["logical"]] == ["kept", "later"]

@@ -327,11 +327,21 @@ def _replay(
     view = CatalogView(session, version, pass_input.now)
     deadline = view.next_liveness_deadline(pass_input.suspect_after, pass_input.dead_after)
     census = take_census(session)
+    # A committed pass with no events applied none of these: its own input had none (a local
+    # activity's, given more messages when run again), so they go to the next pass.
+    not_applied = list(range(len(pass_input.events))) if claimed.events == 0 else []
+    if not_applied:
+        log.warning(
+            "pass %d: replayed; its %d event(s) were not in the pass that committed as it",
+            pass_input.pass_no,
+            len(not_applied),
+        )
     return PassResult(
         version=version,
         responses=batch_answers(batches, answers, refusals),
         next_liveness_deadline=deadline,
         changes=0,
+        events_not_applied=not_applied,
         agents_by_state=census.agents,
         queries_by_state=census.queries,
         watched_queries=queries_stage.watched(view, pass_input.watched_queries),

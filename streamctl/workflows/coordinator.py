@@ -635,9 +635,14 @@ class CoordinatorWorkflow:
         watched = sorted({waiter.query_id for waiter in self.query_waiters})
         # A split pass is looking for a message that fails (times out, crashes its process):
         # it runs as an activity, as the pass it was split from did.
+        # It carries no event: a local activity's input is not recorded, and the workflow task
+        # that runs one again may take in events that arrived since; the catalog tells those
+        # apart from the pass that committed only by that pass having had none
+        # (PassResult.events_not_applied).
         local = (
             not split_from
-            and requests + len(events) <= LOCAL_PASS_MAX_MESSAGES
+            and not events
+            and requests <= LOCAL_PASS_MAX_MESSAGES
             and workflow.patched(LOCAL_SMALL_PASS_PATCH)
         )
         execute = (
@@ -699,6 +704,11 @@ class CoordinatorWorkflow:
                 )
                 return
         self.passes_this_run += 1
+        if result.events_not_applied:
+            # Back to the front of the buffer, in their order: the next pass applies them.
+            again = [events[i] for i in result.events_not_applied]
+            self.state.pending[:0] = again
+            self._reindex()
         self.state.version = max(self.state.version, result.version)
         self.state.last_pass_ms = (workflow.now() - started).total_seconds() * 1000
         self.state.next_liveness_deadline = result.next_liveness_deadline

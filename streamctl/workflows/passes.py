@@ -106,6 +106,13 @@ class PassResult:
     starts_waiting: bool = False
     """Queries wait to be started that this pass could not start (its bound of starts, or the
     workflow's room): the workflow puts off continue-as-new while a wave of starts lasts."""
+    events_not_applied: list[int] = field(default_factory=list)
+    """Positions in ``PassInput.events`` of events a replayed pass did not apply: the pass
+    that committed under this number carried none. A pass that ran as a local activity has no
+    recorded input, so the workflow task that runs it again (its first attempt failed after
+    the commit) may give the same number to more messages, events that arrived meanwhile among
+    them; the workflow buffers these again for the next pass (requests of that kind are
+    answered "ask again", and their clients retry them)."""
 
 
 CATALOG_UNAVAILABLE = "CatalogUnavailable"
