@@ -15,7 +15,7 @@ from temporalio.client import WorkflowHistory
 
 from streamctl.bench.requests import is_local_pass
 
-HISTORY = Path(__file__).parent / "histories" / "6399488-requests.json"
+HISTORY = Path(__file__).parent / "histories" / "9684877-requests.json"
 
 
 def test_local_passes_are_counted_from_their_markers() -> None:
