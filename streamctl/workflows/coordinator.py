@@ -19,7 +19,11 @@ Protocol
   once, and what arrives during it forms the next batch).
   A pass takes whole request batches up to ``batch_size`` requests (always at least one) and
   up to ``batch_size`` events. A pass is one ``apply_pass`` activity (one catalog
-  transaction); the next batch gathers while it runs.
+  transaction); the next batch gathers while it runs. A small pass without events
+  (``LOCAL_PASS_MAX_MESSAGES``) runs as a local activity inside the workflow task that decides
+  it, which saves an idle request the activity's round trips; should that task run again
+  after the pass committed, the catalog hands back the events the task gave the same pass
+  number since (``PassResult.events_not_applied``), and they are buffered again.
 * Request payloads stay raw in the workflow: the update's ``requests`` argument is handed to
   the pass activity and the activity's per-batch answer back to the update, byte for byte
   (:mod:`streamctl.workflows.passes`). Parsing thousands of bodies per second in workflow
