@@ -31,8 +31,19 @@ from streamctl.client.client import CoordinatorClient
 from streamctl.worker.coordinator import build_worker, ensure_coordinator
 from streamctl.workflows import messages as m
 from streamctl.workflows.config import CoordinatorConfig
+from streamctl.workflows.passes import PassInput
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
+
+
+def _pass_carrying(input: ExecuteActivityInput) -> tuple[PassInput, bytes] | None:
+    """For an attempt of a pass, its input and what it carries (its requests' raw JSON and its
+    events' text), which the interceptors below look for words in; ``None`` for any other
+    activity."""
+    if activity.info().activity_type != "apply_pass":
+        return None
+    pass_input, requests = input.args
+    return pass_input, requests.payload.data + repr(pass_input.events).encode()
 
 
 class FailsPassesWithPoison(Interceptor):
@@ -41,11 +52,9 @@ class FailsPassesWithPoison(Interceptor):
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         class _Failing(ActivityInboundInterceptor):
             async def execute_activity(self, input: ExecuteActivityInput) -> Any:
-                if activity.info().activity_type == "apply_pass":
-                    pass_input, requests = input.args
-                    carried = requests.payload.data + repr(pass_input.events).encode()
-                    if b"poison" in carried:
-                        raise RuntimeError("this pass always fails (injected)")
+                carrying = _pass_carrying(input)
+                if carrying is not None and b"poison" in carrying[1]:
+                    raise RuntimeError("this pass always fails (injected)")
                 return await super().execute_activity(input)
 
         return _Failing(next)
@@ -57,10 +66,9 @@ class HangsPassesWithSlow(Interceptor):
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         class _Hanging(ActivityInboundInterceptor):
             async def execute_activity(self, input: ExecuteActivityInput) -> Any:
-                if activity.info().activity_type == "apply_pass":
-                    _, requests = input.args
-                    if b"slow" in requests.payload.data:
-                        await asyncio.sleep(3600)
+                carrying = _pass_carrying(input)
+                if carrying is not None and b"slow" in carrying[1]:
+                    await asyncio.sleep(3600)
                 return await super().execute_activity(input)
 
         return _Hanging(next)
@@ -75,9 +83,9 @@ class CommitsThenFails(Interceptor):
         class _Losing(ActivityInboundInterceptor):
             async def execute_activity(self, input: ExecuteActivityInput) -> Any:
                 result = await super().execute_activity(input)
-                if activity.info().activity_type == "apply_pass":
-                    pass_input, requests = input.args
-                    carried = requests.payload.data + repr(pass_input.events).encode()
+                carrying = _pass_carrying(input)
+                if carrying is not None:
+                    pass_input, carried = carrying
                     lost = b"lost" in carried or b"Heartbeat" in carried
                     if lost and not pass_input.split_from:
                         raise RuntimeError("the answer of this pass is lost (injected)")
@@ -197,9 +205,9 @@ async def test_a_pass_that_committed_though_every_attempt_failed_applies_once(
 async def test_a_pass_that_outlasts_its_timeout_every_time_is_split_and_set_aside(
     temporal, temporal_client, sqlite_url
 ):
-    """A small pass runs as a local activity (``LOCAL_PASS_MAX_MESSAGES``), whose timeout
-    reaches the workflow as a TimeoutError rather than an ActivityError: it must be split and
-    its one hanging request set aside like an activity's, not fail the workflow."""
+    """A small pass runs as a local activity (``LOCAL_PASS_MAX_MESSAGES``), timed out by the
+    worker rather than the server: it must be split and its one hanging request set aside like
+    an activity's, not fail the workflow."""
     config = CoordinatorConfig(timeout=0.3, pass_timeout=1.0)
     async with poisoned_coordinator(temporal_client, sqlite_url, HangsPassesWithSlow(), config) as (
         workflow_id,
