@@ -6,15 +6,18 @@ Protocol:
 
 * Every session :func:`streamctl.worker.spark_session.build_spark_session` builds has the jar
   on its classpath, on the driver and on executors (:func:`with_jar`).
-* A query's builder asks for a function: :func:`json_fields_function` for the typed JSON
-  parse of one column layout (kinds and names: ``NesJsonFields.java``),
+* A query's builder asks for a function: :func:`csv_fields_function` for the parse of CSV
+  tuples of one column layout (``NesCsvFields.java``), :func:`json_fields_function` for the
+  typed JSON parse of one column layout (kinds and names: ``NesJsonFields.java``),
   :func:`float_text_function` for NES's float text (``NesFloatText.java``). Each registers
   its Java UDF as a temporary function of the session (once per session and name) and
   returns the name, or ``None`` when the jar's classes do not load there (a Spark Connect
   server started without ``--jars`` of the jar; the first request of a session runs the
   float text once to find out). The caller then plans Spark expressions that give
-  the same values, slower: ``from_json`` (``tests/connectors/test_json_typed_parse.py``
-  checks both against the general rules) and :mod:`streamctl.spark.float_text`'s stages
+  the same values, slower: :mod:`streamctl.spark.tuples`' CSV expressions
+  (``tests/connectors/test_csv_fields.py`` checks the two against each other),
+  ``from_json`` (``tests/connectors/test_json_typed_parse.py`` checks both against the
+  general rules) and :mod:`streamctl.spark.float_text`'s stages
   (``tests/connectors/test_float_text.py``, both against Python's ``%.6f``).
 * That the jar does not load is logged once per session and not tried again there.
 """
@@ -33,11 +36,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from streamctl.spark.types import spark_type
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
     "JAR",
+    "csv_fields_function",
     "float_text_function",
     "json_fields_function",
     "json_layout",
@@ -49,6 +55,7 @@ log = logging.getLogger(__name__)
 
 JAR: Final = Path(__file__).parent / "jvm" / "streamctl-spark.jar"
 JSON_FIELDS_CLASS: Final = "io.streamctl.NesJsonFields"
+CSV_FIELDS_CLASS: Final = "io.streamctl.NesCsvFields"
 FLOAT_TEXT_CLASS: Final = "io.streamctl.NesFloatText"
 SOURCES_DIGEST_ENTRY: Final = "META-INF/streamctl-sources.sha256"
 """The jar's record of the sources it was built from (:func:`source_digest`)."""
@@ -153,6 +160,47 @@ def json_fields_function(session: SparkSession, columns: Sequence[tuple[str, str
     struct = StructType([StructField(column, spark_types[kind]) for column, kind in columns])
     digest = hashlib.sha256(json_layout(columns).encode()).hexdigest()[:20]
     return _function(session, f"streamctl_nes_json_{digest}", JSON_FIELDS_CLASS, struct)
+
+
+CSV_KINDS: Final = {
+    "INT8": "I8",
+    "INT16": "I16",
+    "INT32": "I32",
+    "INT64": "I64",
+    "UINT8": "U8",
+    "UINT16": "U16",
+    "UINT32": "U32",
+    "UINT64": "U64",
+    "FLOAT32": "F32",
+    "FLOAT64": "F64",
+    "BOOLEAN": "BOOLEAN",
+    "CHAR": "CHAR",
+    "VARSIZED": "VARSIZED",
+}
+"""The CSV parse's kind of each (canonical) NES type (``NesCsvFields.java``)."""
+CSV_ERROR_FIELD: Final = "_error"
+
+
+def csv_field_name(position: int) -> str:
+    """The CSV parse's struct field of the column at ``position``."""
+    return f"c{position}"
+
+
+def csv_fields_function(session: SparkSession, nes_types: Sequence[str]) -> str | None:
+    """The name of the CSV parse of columns of ``nes_types`` (in order) in ``session``, or
+    ``None`` (module docstring). The function takes the tuple and its layout (JSON,
+    ``NesCsvFields.java``) and returns a struct: :data:`CSV_ERROR_FIELD`, then the columns in
+    their Spark types (:func:`csv_field_name`)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    struct = StructType(
+        [
+            StructField(CSV_ERROR_FIELD, StringType()),
+            *(StructField(csv_field_name(i), spark_type(t)) for i, t in enumerate(nes_types)),
+        ]
+    )
+    digest = hashlib.sha256(struct.simpleString().encode()).hexdigest()[:20]
+    return _function(session, f"streamctl_nes_csv_{digest}", CSV_FIELDS_CLASS, struct)
 
 
 def float_text_function(session: SparkSession) -> str | None:

@@ -47,6 +47,7 @@ docs leave open, decided as a NES user expects and stated here:
 from __future__ import annotations
 
 import functools
+import json
 import operator
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
@@ -60,7 +61,14 @@ from streamctl.nes_types import (
     integer_range,
 )
 from streamctl.spark import sql_text as S
-from streamctl.spark.jvm_functions import json_fields_function, json_layout
+from streamctl.spark.jvm_functions import (
+    CSV_ERROR_FIELD,
+    CSV_KINDS,
+    csv_field_name,
+    csv_fields_function,
+    json_fields_function,
+    json_layout,
+)
 from streamctl.spark.specs import SourceSpec
 from streamctl.spark.sql_text import Relation, Sql
 from streamctl.spark.types import quote_identifier, spark_type_ddl
@@ -90,33 +98,84 @@ def parse_lines(
     nonempty = S.Relation(lines).where(value != "")  # not length(): it counts characters
     if options["format"] == "JSON":
         return _json_columns(nonempty, spec).frame()
-    delimiter = java_regex_literal(options["field_delimiter"])
-    fields: Sql = S.call("split", value, delimiter, -1)
-    if options["allow_delimiter_in_quotes"]:
+    quoted = bool(options["allow_delimiter_in_quotes"])
+    nes_types = [canonical_type(column["type"]) for column in spec.schema]
+    function = csv_fields_function(nonempty.session, nes_types)
+    if function is not None:
+        return _csv_fields(nonempty, spec, function, options["field_delimiter"], quoted).frame()
+    return _csv_expressions(nonempty, spec, options["field_delimiter"], quoted).frame()
+
+
+def _csv_fields(
+    lines: Relation, spec: SourceSpec, function: str, delimiter: str, quoted: bool
+) -> Relation:
+    """Typed columns from CSV tuples by streamctl's Java UDF (``jvm/NesCsvFields.java``): one
+    call per tuple gives the values or the tuple's first failure, which fails the query with
+    the message the expressions of :func:`_csv_expressions` give (the same rules, checked
+    against them by ``tests/connectors/test_csv_fields.py``)."""
+    layout = csv_layout(spec, delimiter, quoted)
+    parsed = S.project(lines, [S.call(function, S.col("value"), layout).alias("_p")])
+    error = S.col("_p").getField(CSV_ERROR_FIELD)
+    values = []
+    for i, column in enumerate(spec.schema):
+        failed = S.call("raise_error", error).cast(spark_type_ddl(column["type"]))
+        value = S.when(error.isNull(), S.col("_p").getField(csv_field_name(i)))
+        values.append(value.otherwise(failed).alias(column["name"]))
+    return S.project(parsed, values)
+
+
+def csv_layout(spec: SourceSpec, delimiter: str, quoted: bool) -> str:
+    """The layout argument of the Java CSV parse (``NesCsvFields.java``): the split, each
+    column's kind and nullability, and the failure texts."""
+    count_before, count_after = _count_message(spec)
+    return json.dumps(
+        {
+            "quoted": quoted,
+            "delimiter": delimiter,
+            "count": [count_before, count_after],
+            "columns": [
+                {
+                    "kind": CSV_KINDS[canonical_type(column["type"])],
+                    "nullable": bool(column["nullable"]),
+                    "invalid": _invalid_prefix(spec, column, ""),
+                    "missing": _invalid_prefix(spec, column, " NOT NULL"),
+                }
+                for column in spec.schema
+            ],
+        }
+    )
+
+
+def _count_message(spec: SourceSpec) -> tuple[str, str]:
+    """The field count failure's text before the tuple and before the count found."""
+    return f"source {spec.id}: expected {len(spec.schema)} fields in tuple '", "', got "
+
+
+def _csv_expressions(lines: Relation, spec: SourceSpec, delimiter: str, quoted: bool) -> Relation:
+    """Typed columns from CSV tuples by Spark expressions (module docstring), for sessions
+    without streamctl's jar."""
+    value = S.col("value")
+    pattern = java_regex_literal(delimiter)
+    fields: Sql = S.call("split", value, pattern, -1)
+    if quoted:
         # a delimiter followed by an even number of quotes is outside quotes; the look-ahead
         # scans the rest of the tuple at every delimiter, so only tuples with quotes take it
-        outside = delimiter + '(?=(?:[^"]*"[^"]*")*[^"]*$)'
+        outside = pattern + '(?=(?:[^"]*"[^"]*")*[^"]*$)'
         quoted_split = S.call("split", value, outside, -1)
         fields = S.when(value.contains('"'), quoted_split).otherwise(fields)
     expected = len(spec.schema)
     found = S.call("size", S.col("_fields"))
+    count_before, count_after = _count_message(spec)
     checked = S.when(found == expected, S.col("_fields")).otherwise(
         S.call(
             "raise_error",
-            S.call(
-                "concat",
-                f"source {spec.id}: expected {expected} fields in tuple '",
-                value,
-                "', got ",
-                found.cast("STRING"),
-            ),
+            S.call("concat", count_before, value, count_after, found.cast("STRING")),
         )
     )
-    quoted = bool(options["allow_delimiter_in_quotes"])
-    split = S.project(nonempty, [value, fields.alias("_fields")])
+    split = S.project(lines, [value, fields.alias("_fields")])
     split = S.project(split, [checked.alias("_fields")])
     raw = S.project(split, [S.col("_fields")[i].alias(f"_f{i}") for i in range(expected)])
-    return _typed_fields(raw, spec, csv=True, quoted=quoted).frame()
+    return _typed_fields(raw, spec, csv=True, quoted=quoted)
 
 
 def _json_columns(lines: Relation, spec: SourceSpec) -> Relation:
@@ -232,12 +291,18 @@ def _json_fields(lines: Relation, spec: SourceSpec, typed: int = 0) -> Relation:
     return S.project(keyed, [*carried, *texts])
 
 
+def _invalid_prefix(spec: SourceSpec, column: Mapping[str, Any], why: str) -> str:
+    """A malformed (``why`` empty) or missing (``why`` `` NOT NULL``) value's failure text,
+    before the raw field and a closing ``'``."""
+    return f"source {spec.id}: column {column['name']!r} ({column['type']}{why}) cannot take '"
+
+
 def _invalid(spec: SourceSpec, column: Mapping[str, Any], raw: Sql, why: str) -> Sql:
     return S.call(
         "raise_error",
         S.call(
             "concat",
-            f"source {spec.id}: column {column['name']!r} ({column['type']}{why}) cannot take '",
+            _invalid_prefix(spec, column, why),
             S.call("coalesce", raw.cast("STRING"), "NULL"),
             "'",
         ),
