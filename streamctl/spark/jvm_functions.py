@@ -182,21 +182,34 @@ CSV_ERROR_FIELD: Final = "_error"
 
 
 def csv_field_name(position: int) -> str:
-    """The CSV parse's struct field of the column at ``position``."""
+    """The CSV parse's struct field of the column at ``position`` (for a ``UINT64`` column: a
+    ``BIGINT`` of its values below 2**63; :func:`csv_wide_field_name` has the others)."""
     return f"c{position}"
 
 
-def csv_fields_function(session: SparkSession, nes_types: Sequence[str]) -> str | None:
-    """The name of the CSV parse of columns of ``nes_types`` (in order) in ``session``, or
-    ``None`` (module docstring). The function takes the tuple and its layout (JSON,
-    ``NesCsvFields.java``) and returns a struct: :data:`CSV_ERROR_FIELD`, then the columns in
-    their Spark types (:func:`csv_field_name`)."""
-    from pyspark.sql.types import StringType, StructField, StructType
+def csv_wide_field_name(position: int) -> str:
+    """The CSV parse's ``DECIMAL(20,0)`` struct field of a ``UINT64`` column's values of
+    2**63 and more (``NesCsvFields.java``: a decimal made from a long stays a long in Spark)."""
+    return f"w{position}"
 
+
+def csv_fields_function(session: SparkSession, nes_types: Sequence[str]) -> str | None:
+    """The name of the CSV parse of columns of ``nes_types`` (canonical, in order) in
+    ``session``, or ``None`` (module docstring). The function takes the tuple and its layout
+    (JSON, ``NesCsvFields.java``) and returns a struct: :data:`CSV_ERROR_FIELD`, then the
+    columns in their Spark types (:func:`csv_field_name`), then the wide ``UINT64`` values
+    (:func:`csv_wide_field_name`)."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    unsigned = [i for i, nes_type in enumerate(nes_types) if nes_type == "UINT64"]
     struct = StructType(
         [
             StructField(CSV_ERROR_FIELD, StringType()),
-            *(StructField(csv_field_name(i), spark_type(t)) for i, t in enumerate(nes_types)),
+            *(
+                StructField(csv_field_name(i), LongType() if i in unsigned else spark_type(t))
+                for i, t in enumerate(nes_types)
+            ),
+            *(StructField(csv_wide_field_name(i), spark_type("UINT64")) for i in unsigned),
         ]
     )
     digest = hashlib.sha256(struct.simpleString().encode()).hexdigest()[:20]

@@ -66,6 +66,7 @@ from streamctl.spark.jvm_functions import (
     CSV_KINDS,
     csv_field_name,
     csv_fields_function,
+    csv_wide_field_name,
     json_fields_function,
     json_layout,
 )
@@ -117,11 +118,22 @@ def _csv_fields(
     parsed = S.project(lines, [S.call(function, S.col("value"), layout).alias("_p")])
     error = S.col("_p").getField(CSV_ERROR_FIELD)
     values = []
-    for i, column in enumerate(spec.schema):
+    for column, value in zip(spec.schema, csv_struct_values(spec, S.col("_p")), strict=True):
         failed = S.call("raise_error", error).cast(spark_type_ddl(column["type"]))
-        value = S.when(error.isNull(), S.col("_p").getField(csv_field_name(i)))
-        values.append(value.otherwise(failed).alias(column["name"]))
+        values.append(S.when(error.isNull(), value).otherwise(failed).alias(column["name"]))
     return S.project(parsed, values)
+
+
+def csv_struct_values(spec: SourceSpec, struct: Sql) -> list[Sql]:
+    """Each column's value in the Java CSV parse's ``struct`` (in its Spark type)."""
+    values = []
+    for i, column in enumerate(spec.schema):
+        value = struct.getField(csv_field_name(i))
+        if canonical_type(column["type"]) == "UINT64":
+            carrier = spark_type_ddl(column["type"])
+            value = S.call("coalesce", value.cast(carrier), struct.getField(csv_wide_field_name(i)))
+        values.append(value)
+    return values
 
 
 def csv_layout(spec: SourceSpec, delimiter: str, quoted: bool) -> str:

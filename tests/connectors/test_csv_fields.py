@@ -23,11 +23,11 @@ from connector_helpers import columns
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from streamctl.nes_types import integer_range
+from streamctl.nes_types import canonical_type, integer_range
 from streamctl.spark import sql_text as S
-from streamctl.spark.jvm_functions import csv_fields_function
+from streamctl.spark.jvm_functions import CSV_ERROR_FIELD, csv_fields_function
 from streamctl.spark.specs import SourceSpec
-from streamctl.spark.tuples import _csv_expressions, _csv_fields, csv_layout
+from streamctl.spark.tuples import _csv_expressions, _csv_fields, csv_layout, csv_struct_values
 
 TYPES = (
     "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64",
@@ -134,7 +134,7 @@ def _frame(spark: Any, lines: tuple[str, ...]) -> S.Relation:
 
 
 def _function(spark: Any, spec: SourceSpec) -> str:
-    function = csv_fields_function(spark, [column["type"] for column in spec.schema])
+    function = csv_fields_function(spark, [canonical_type(c["type"]) for c in spec.schema])
     assert function is not None
     return function
 
@@ -146,8 +146,11 @@ def _java_outcomes(spark: Any, case: Case) -> list[tuple[Any, ...] | str]:
     call = S.call(
         _function(spark, spec), S.col("value"), csv_layout(spec, case.delimiter, case.quoted)
     )
-    structs = S.project(_frame(spark, case.lines), [call.alias("p")]).frame().collect()
-    return [p.p[0] if p.p[0] is not None else tuple(p.p[1:]) for p in structs]
+    structs = S.project(_frame(spark, case.lines), [call.alias("p")])
+    values = csv_struct_values(spec, S.col("p"))
+    error = S.col("p").getField(CSV_ERROR_FIELD).alias("error")
+    rows = S.project(structs, [error, *(v.alias(f"v{i}") for i, v in enumerate(values))])
+    return [r[0] if r[0] is not None else tuple(r[1:]) for r in rows.frame().collect()]
 
 
 def _expressions(spark: Any, case: Case, lines: tuple[str, ...]) -> list[tuple[Any, ...]] | str:

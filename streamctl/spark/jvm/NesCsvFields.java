@@ -14,6 +14,12 @@
  * in order) and whose others are NULL; the caller fails the query with that message. It never
  * throws on a tuple; a malformed layout (the planner's bug) fails the query.
  *
+ * The struct holds a field per column, in order, of the column's Spark type, except that a
+ * UINT64 column's field is a BIGINT holding values below 2**63, and a DECIMAL(20,0) field after
+ * all columns' (one per UINT64 column, in order) holds the larger ones: a decimal made from a
+ * long is a long inside Spark, where one made from a java.math.BigDecimal stays one, and
+ * every operation on it (hashing, comparing, formatting) is many times slower.
+ *
  * The rules are those of streamctl.spark.tuples' module docstring ("Parsing"), decided exactly
  * as its Spark expressions decide them (tests/connectors/test_csv_fields.py checks the two
  * against each other on generated tuples):
@@ -86,10 +92,19 @@ public final class NesCsvFields implements UDF2<String, String, Row> {
         final String countBefore;
         final String countAfter;
         final Column[] columns;
+        /** Per column: its position among the UINT64 columns, or -1. */
+        final int[] wide;
+        final int wideColumns;
 
         Layout(String text, boolean quoted, char delimiter, String countBefore, String countAfter,
                Column[] columns) {
             this.text = text;
+            this.wide = new int[columns.length];
+            int count = 0;
+            for (int i = 0; i < columns.length; i++) {
+                wide[i] = columns[i].kind.equals("U64") ? count++ : -1;
+            }
+            this.wideColumns = count;
             this.quoted = quoted;
             this.delimiter = delimiter;
             this.countBefore = countBefore;
@@ -133,7 +148,7 @@ public final class NesCsvFields implements UDF2<String, String, Row> {
             current = layout;
         }
         Column[] columns = layout.columns;
-        Object[] out = new Object[columns.length + 1];
+        Object[] out = new Object[columns.length + 1 + layout.wideColumns];
         List<String> fields = split(tuple, layout.delimiter, layout.quoted);
         if (fields.size() != columns.length) {
             out[0] = layout.countBefore + tuple + layout.countAfter + fields.size();
@@ -158,7 +173,11 @@ public final class NesCsvFields implements UDF2<String, String, Row> {
             if (value == null) {
                 return failure(out, column.invalid + raw + "'");
             }
-            out[i + 1] = value;
+            if (value instanceof BigDecimal) { // a UINT64 of 2**63 or more
+                out[1 + columns.length + layout.wide[i]] = value;
+            } else {
+                out[i + 1] = value;
+            }
         }
         return RowFactory.create(out);
     }
@@ -313,11 +332,11 @@ public final class NesCsvFields implements UDF2<String, String, Row> {
         }
     }
 
-    /** A UINT64 (DECIMAL(20,0)) from \s*[0-9]+\s*, or null. */
+    /** A UINT64 from \s*[0-9]+\s*: a Long below 2**63, a BigDecimal from there, or null. */
     private static Object unsigned64(String text) {
         Long parsed = longValue(text, false);
         if (parsed != null) {
-            return BigDecimal.valueOf(parsed);
+            return parsed;
         }
         String digits = trimBlanks(text);
         if (digits.isEmpty()) {
