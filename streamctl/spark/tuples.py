@@ -6,6 +6,12 @@ source's columns with their Spark types, or a query that fails on the first tupl
 the rules below. :func:`conform` applies the same NULL and range rules to already typed input
 (Parquet).
 
+CSV tuples are parsed by streamctl's Java UDF (``jvm/NesCsvFields.java``: one call per tuple,
+a few plan nodes per column) where the session has streamctl's jar, and by Spark expressions
+of the same rules where it does not (a Spark Connect server without the jar: hundreds of plan
+nodes per column, which Spark analyses on every start); ``tests/connectors/test_csv_fields.py``
+checks the two against each other. JSON tuples take a typed parse first (:func:`_json_columns`).
+
 Parsing (CSV and JSON tuples). The documented rules are nes-docs/null_handling.md, "Input
 Parsing": "**CSV**: Only empty fields are interpreted as NULL for nullable columns" and
 "**JSON**: `null` and missing keys produce NULL for nullable columns"; the rest is what the
