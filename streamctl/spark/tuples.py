@@ -108,7 +108,8 @@ def parse_lines(
     quoted = bool(options["allow_delimiter_in_quotes"])
     nes_types = [canonical_type(column["type"]) for column in spec.schema]
     function = csv_fields_function(nonempty.session, nes_types)
-    if function is not None:
+    # the Java parse splits at one UTF-16 unit: a delimiter beyond the BMP takes the expressions
+    if function is not None and ord(options["field_delimiter"]) <= 0xFFFF:
         return _csv_fields(nonempty, spec, function, options["field_delimiter"], quoted).frame()
     return _csv_expressions(nonempty, spec, options["field_delimiter"], quoted).frame()
 

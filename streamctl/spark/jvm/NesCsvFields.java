@@ -35,11 +35,11 @@
  *   inf/infinity/nan with an optional '-', in any case; booleans: trimmed of \s, then
  *   true/false/1/0 in any case; CHAR: trimmed, exactly one code point; VARSIZED: as it is.
  *
- * The layout is a JSON object: "quoted" (boolean), "delimiter" (one character), "count" (two
- * strings: the field count message is count[0] + tuple + count[1] + the count found), and
- * "columns", one object per column: "kind" (KINDS), "nullable", "invalid" and "missing" (the
- * messages of a malformed value and of a missing one in a NOT NULL column: each + the raw
- * field + "'").
+ * The layout is a JSON object: "quoted" (boolean), "delimiter" (one UTF-16 character),
+ * "count" (two strings: the field count message is count[0] + tuple + count[1] + the count
+ * found), and "columns", one object per column: "kind" (KINDS), "nullable", "invalid" and
+ * "missing" (the messages of a malformed value and of a missing one in a NOT NULL column:
+ * each + the raw field + "'").
  */
 package io.streamctl;
 
@@ -49,6 +49,7 @@ import java.io.IOException;
 import java.math.BigDecimal;
 import java.math.BigInteger;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.regex.Matcher;
@@ -183,7 +184,7 @@ public final class NesCsvFields implements UDF2<String, String, Row> {
     }
 
     private static Row failure(Object[] out, String message) {
-        java.util.Arrays.fill(out, null);
+        Arrays.fill(out, null);
         out[0] = message;
         return RowFactory.create(out);
     }
