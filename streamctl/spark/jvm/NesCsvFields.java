@@ -257,28 +257,33 @@ public final class NesCsvFields implements UDF2<String, String, Row> {
         return c == ' ' || c == '\t' || c == '\n' || c == '\u000b' || c == '\f' || c == '\r';
     }
 
-    static String trimBlanks(String text) {
+    /** The first position of text not a blank (text's length if none). */
+    private static int blanksBefore(String text) {
         int start = 0;
-        int end = text.length();
-        while (start < end && blank(text.charAt(start))) {
+        while (start < text.length() && blank(text.charAt(start))) {
             start++;
         }
+        return start;
+    }
+
+    /** The end of text without its trailing blanks, not before start. */
+    private static int endBeforeBlanks(String text, int start) {
+        int end = text.length();
         while (end > start && blank(text.charAt(end - 1))) {
             end--;
         }
-        return text.substring(start, end);
+        return end;
+    }
+
+    static String trimBlanks(String text) {
+        int start = blanksBefore(text);
+        return text.substring(start, endBeforeBlanks(text, start));
     }
 
     /** \s*-?[0-9]+\s* as a long, or null (not of the syntax, past 64 bits). */
     private static Long longValue(String text, boolean signed) {
-        int i = 0;
-        int end = text.length();
-        while (i < end && blank(text.charAt(i))) {
-            i++;
-        }
-        while (end > i && blank(text.charAt(end - 1))) {
-            end--;
-        }
+        int i = blanksBefore(text); // no substring: this runs for every integer field
+        int end = endBeforeBlanks(text, i);
         boolean negative = signed && i < end && text.charAt(i) == '-';
         if (negative) {
             i++;
