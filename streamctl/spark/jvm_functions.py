@@ -9,6 +9,8 @@ Protocol:
 * A query's builder asks for a function: :func:`csv_fields_function` for the parse of CSV
   tuples of one column layout (``NesCsvFields.java``), :func:`json_fields_function` for the
   typed JSON parse of one column layout (kinds and names: ``NesJsonFields.java``),
+  :func:`json_texts_function` for the general rules over the texts of a JSON tuple's keys
+  (``NesJsonTexts.java``),
   :func:`float_text_function` for NES's float text (``NesFloatText.java``). Each registers
   its Java UDF as a temporary function of the session (once per session and name) and
   returns the name, or ``None`` when the jar's classes do not load there (a Spark Connect
@@ -44,9 +46,11 @@ if TYPE_CHECKING:
 __all__ = [
     "JAR",
     "csv_fields_function",
+    "fields_struct",
     "float_text_function",
     "json_fields_function",
     "json_layout",
+    "json_texts_function",
     "source_digest",
     "with_jar",
 ]
@@ -56,6 +60,7 @@ log = logging.getLogger(__name__)
 JAR: Final = Path(__file__).parent / "jvm" / "streamctl-spark.jar"
 JSON_FIELDS_CLASS: Final = "io.streamctl.NesJsonFields"
 CSV_FIELDS_CLASS: Final = "io.streamctl.NesCsvFields"
+JSON_TEXTS_CLASS: Final = "io.streamctl.NesJsonTexts"
 FLOAT_TEXT_CLASS: Final = "io.streamctl.NesFloatText"
 SOURCES_DIGEST_ENTRY: Final = "META-INF/streamctl-sources.sha256"
 """The jar's record of the sources it was built from (:func:`source_digest`)."""
@@ -162,7 +167,7 @@ def json_fields_function(session: SparkSession, columns: Sequence[tuple[str, str
     return _function(session, f"streamctl_nes_json_{digest}", JSON_FIELDS_CLASS, struct)
 
 
-CSV_KINDS: Final = {
+FIELD_KINDS: Final = {
     "INT8": "I8",
     "INT16": "I16",
     "INT32": "I32",
@@ -177,43 +182,61 @@ CSV_KINDS: Final = {
     "CHAR": "CHAR",
     "VARSIZED": "VARSIZED",
 }
-"""The CSV parse's kind of each (canonical) NES type (``NesCsvFields.java``)."""
-CSV_ERROR_FIELD: Final = "_error"
+"""The kind of each (canonical) NES type in the layouts of the CSV parse and of the JSON
+texts (``NesCsvFields.java``, ``NesJsonTexts.java``)."""
+FIELDS_ERROR: Final = "_error"
+"""The struct field of the first failure of a tuple, in the CSV parse's and the JSON texts'
+structs (:func:`fields_struct`)."""
 
 
-def csv_field_name(position: int) -> str:
-    """The CSV parse's struct field of the column at ``position`` (for a ``UINT64`` column: a
-    ``BIGINT`` of its values below 2**63; :func:`csv_wide_field_name` has the others)."""
+def field_name(position: int) -> str:
+    """The struct field of the column at ``position`` (for a ``UINT64`` column: a ``BIGINT``
+    of its values below 2**63; :func:`wide_field_name` has the others)."""
     return f"c{position}"
 
 
-def csv_wide_field_name(position: int) -> str:
-    """The CSV parse's ``DECIMAL(20,0)`` struct field of a ``UINT64`` column's values of
-    2**63 and more (``NesCsvFields.java``: a decimal made from a long stays a long in Spark)."""
+def wide_field_name(position: int) -> str:
+    """The ``DECIMAL(20,0)`` struct field of a ``UINT64`` column's values of 2**63 and more
+    (``NesCsvFields.java``: a decimal made from a long stays a long in Spark)."""
     return f"w{position}"
+
+
+def fields_struct(nes_types: Sequence[str]) -> Any:
+    """The struct the CSV parse and the JSON texts return for columns of ``nes_types``
+    (canonical, in order): :data:`FIELDS_ERROR`, then the columns in their Spark types
+    (:func:`field_name`), then the wide ``UINT64`` values (:func:`wide_field_name`)."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    unsigned = [i for i, nes_type in enumerate(nes_types) if nes_type == "UINT64"]
+    return StructType(
+        [
+            StructField(FIELDS_ERROR, StringType()),
+            *(
+                StructField(field_name(i), LongType() if i in unsigned else spark_type(t))
+                for i, t in enumerate(nes_types)
+            ),
+            *(StructField(wide_field_name(i), spark_type("UINT64")) for i in unsigned),
+        ]
+    )
 
 
 def csv_fields_function(session: SparkSession, nes_types: Sequence[str]) -> str | None:
     """The name of the CSV parse of columns of ``nes_types`` (canonical, in order) in
     ``session``, or ``None`` (module docstring). The function takes the tuple and its layout
-    (JSON, ``NesCsvFields.java``) and returns a struct: :data:`CSV_ERROR_FIELD`, then the
-    columns in their Spark types (:func:`csv_field_name`), then the wide ``UINT64`` values
-    (:func:`csv_wide_field_name`)."""
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
-
-    unsigned = [i for i, nes_type in enumerate(nes_types) if nes_type == "UINT64"]
-    struct = StructType(
-        [
-            StructField(CSV_ERROR_FIELD, StringType()),
-            *(
-                StructField(csv_field_name(i), LongType() if i in unsigned else spark_type(t))
-                for i, t in enumerate(nes_types)
-            ),
-            *(StructField(csv_wide_field_name(i), spark_type("UINT64")) for i in unsigned),
-        ]
-    )
+    (JSON, ``NesCsvFields.java``) and returns :func:`fields_struct`."""
+    struct = fields_struct(nes_types)
     digest = hashlib.sha256(struct.simpleString().encode()).hexdigest()[:20]
     return _function(session, f"streamctl_nes_csv_{digest}", CSV_FIELDS_CLASS, struct)
+
+
+def json_texts_function(session: SparkSession, nes_types: Sequence[str]) -> str | None:
+    """The name of the general rules over JSON keys' texts for columns of ``nes_types``
+    (canonical, in order) in ``session``, or ``None`` (module docstring). The function takes
+    a struct of the texts, whether the typed parse took the tuple, and the layout (JSON,
+    ``NesJsonTexts.java``), and returns :func:`fields_struct`."""
+    struct = fields_struct(nes_types)
+    digest = hashlib.sha256(struct.simpleString().encode()).hexdigest()[:20]
+    return _function(session, f"streamctl_nes_json_texts_{digest}", JSON_TEXTS_CLASS, struct)
 
 
 def float_text_function(session: SparkSession) -> str | None:

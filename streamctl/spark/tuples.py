@@ -68,13 +68,14 @@ from streamctl.nes_types import (
 )
 from streamctl.spark import sql_text as S
 from streamctl.spark.jvm_functions import (
-    CSV_ERROR_FIELD,
-    CSV_KINDS,
-    csv_field_name,
+    FIELD_KINDS,
+    FIELDS_ERROR,
     csv_fields_function,
-    csv_wide_field_name,
+    field_name,
     json_fields_function,
     json_layout,
+    json_texts_function,
+    wide_field_name,
 )
 from streamctl.spark.specs import SourceSpec
 from streamctl.spark.sql_text import Relation, Sql
@@ -123,22 +124,22 @@ def _csv_fields(
     against them by ``tests/connectors/test_csv_fields.py``)."""
     layout = csv_layout(spec, delimiter, quoted)
     parsed = S.project(lines, [S.call(function, S.col("value"), layout).alias("_p")])
-    error = S.col("_p").getField(CSV_ERROR_FIELD)
+    error = S.col("_p").getField(FIELDS_ERROR)
     values = []
-    for column, value in zip(spec.schema, csv_struct_values(spec, S.col("_p")), strict=True):
+    for column, value in zip(spec.schema, struct_values(spec, S.col("_p")), strict=True):
         failed = S.call("raise_error", error).cast(spark_type_ddl(column["type"]))
         values.append(S.when(error.isNull(), value).otherwise(failed).alias(column["name"]))
     return S.project(parsed, values)
 
 
-def csv_struct_values(spec: SourceSpec, struct: Sql) -> list[Sql]:
+def struct_values(spec: SourceSpec, struct: Sql) -> list[Sql]:
     """Each column's value in the Java CSV parse's ``struct`` (in its Spark type)."""
     values = []
     for i, column in enumerate(spec.schema):
-        value = struct.getField(csv_field_name(i))
+        value = struct.getField(field_name(i))
         if canonical_type(column["type"]) == "UINT64":
             carrier = spark_type_ddl(column["type"])
-            value = S.call("coalesce", value.cast(carrier), struct.getField(csv_wide_field_name(i)))
+            value = S.call("coalesce", value.cast(carrier), struct.getField(wide_field_name(i)))
         values.append(value)
     return values
 
@@ -152,17 +153,23 @@ def csv_layout(spec: SourceSpec, delimiter: str, quoted: bool) -> str:
             "quoted": quoted,
             "delimiter": delimiter,
             "count": [count_before, count_after],
-            "columns": [
-                {
-                    "kind": CSV_KINDS[canonical_type(column["type"])],
-                    "nullable": bool(column["nullable"]),
-                    "invalid": _invalid_prefix(spec, column, ""),
-                    "missing": _invalid_prefix(spec, column, " NOT NULL"),
-                }
-                for column in spec.schema
-            ],
+            "columns": _column_layouts(spec),
         }
     )
+
+
+def _column_layouts(spec: SourceSpec) -> list[dict[str, Any]]:
+    """Each column's kind, nullability and failure texts, as the Java parses' layouts hold
+    them (``NesCsvFields.java``, ``NesJsonTexts.java``)."""
+    return [
+        {
+            "kind": FIELD_KINDS[canonical_type(column["type"])],
+            "nullable": bool(column["nullable"]),
+            "invalid": _invalid_prefix(spec, column, ""),
+            "missing": _invalid_prefix(spec, column, " NOT NULL"),
+        }
+        for column in spec.schema
+    ]
 
 
 def _count_message(spec: SourceSpec) -> tuple[str, str]:
@@ -240,7 +247,7 @@ def _json_columns(lines: Relation, spec: SourceSpec) -> Relation:
         nes_type = canonical_type(column["type"])
         if nes_type == "UINT64":  # a BIGINT here: at most 2**63 - 1 already
             complete = complete & (field >= 0)
-        elif nes_type in INTEGER_TYPES and nes_type not in _SAME_RANGE_CARRIERS:
+        elif nes_type in INTEGER_TYPES and nes_type != "INT64":  # the field is a BIGINT
             complete = complete & _in_range(field, nes_type)
     checked = S.project(
         typed,
@@ -253,14 +260,51 @@ def _json_columns(lines: Relation, spec: SourceSpec) -> Relation:
     fast: dict[int, Sql] = {}
     for i, column in enumerate(spec.schema):
         if _json_typed_parse(column) != "STRING":
-            fast[i] = S.col(f"_j{i}").cast(spark_type_ddl(column["type"]))
-    return _typed_fields(
-        _json_fields(checked, spec, typed=len(spec.schema)),
-        spec,
-        csv=False,
-        quoted=False,
-        fast=fast,
+            # in range where it is taken (_complete); try_cast: Spark may fold the cast of a
+            # literal out of range where it is not, and then fails the query on it
+            fast[i] = S.col(f"_j{i}").try_cast(spark_type_ddl(column["type"]))
+    key_texts = _json_fields(checked, spec, typed=len(spec.schema))
+    nes_types = [canonical_type(column["type"]) for column in spec.schema]
+    texts_function = json_texts_function(lines.session, nes_types) if function else None
+    if texts_function is None:
+        return _typed_fields(key_texts, spec, csv=False, quoted=False, fast=fast)
+    return _json_texts(key_texts, spec, texts_function, fast)
+
+
+def _json_texts(
+    fields: Relation, spec: SourceSpec, function: str, fast: Mapping[int, Sql]
+) -> Relation:
+    """Typed columns from the texts ``_f<i>`` of :func:`_json_fields` by streamctl's Java UDF
+    (``jvm/NesJsonTexts.java``), the same rules as :func:`_typed_fields` (checked against it
+    by ``tests/connectors/test_json_typed_parse.py``): one call per tuple gives the values
+    or the tuple's first failure, which fails the query with the message the expressions
+    give. A tuple the typed parse took (``_complete``) has its ``fast`` columns' values from
+    it, and the call parses its other columns only (none: no call)."""
+    count = len(spec.schema)
+    layout = json.dumps(
+        {
+            "columns": [
+                {**column_layout, "typed": i in fast}
+                for i, column_layout in enumerate(_column_layouts(spec))
+            ]
+        }
     )
+    texts = S.call("named_struct", *(x for i in range(count) for x in (f"t{i}", S.col(f"_f{i}"))))
+    call: Sql = S.call(function, texts, S.col("_complete"), layout)
+    if len(fast) == count:
+        call = S.when(~S.col("_complete"), call)
+    carried = [S.col(f"_j{i}") for i in fast]
+    parsed = S.project(fields, [*carried, S.col("_complete"), call.alias("_p")])
+    error = S.col("_p").getField(FIELDS_ERROR)
+    values = []
+    for i, (column, value) in enumerate(
+        zip(spec.schema, struct_values(spec, S.col("_p")), strict=True)
+    ):
+        if i in fast:
+            value = S.when(S.col("_complete"), fast[i]).otherwise(value)
+        failed = S.call("raise_error", error).cast(spark_type_ddl(column["type"]))
+        values.append(S.when(error.isNull(), value).otherwise(failed).alias(column["name"]))
+    return S.project(parsed, values)
 
 
 def _json_typed_parse(column: Mapping[str, Any]) -> str:

@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 
 from streamctl.nes_types import canonical_type, integer_range
 from streamctl.spark import sql_text as S
-from streamctl.spark.jvm_functions import CSV_ERROR_FIELD, csv_fields_function
+from streamctl.spark.jvm_functions import FIELDS_ERROR, csv_fields_function
 from streamctl.spark.specs import SourceSpec
-from streamctl.spark.tuples import _csv_expressions, _csv_fields, csv_layout, csv_struct_values
+from streamctl.spark.tuples import _csv_expressions, _csv_fields, csv_layout, struct_values
 
 TYPES = (
     "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64",
@@ -147,8 +147,8 @@ def _java_outcomes(spark: Any, case: Case) -> list[tuple[Any, ...] | str]:
         _function(spark, spec), S.col("value"), csv_layout(spec, case.delimiter, case.quoted)
     )
     structs = S.project(_frame(spark, case.lines), [call.alias("p")])
-    values = csv_struct_values(spec, S.col("p"))
-    error = S.col("p").getField(CSV_ERROR_FIELD).alias("error")
+    values = struct_values(spec, S.col("p"))
+    error = S.col("p").getField(FIELDS_ERROR).alias("error")
     rows = S.project(structs, [error, *(v.alias(f"v{i}") for i, v in enumerate(values))])
     return [r[0] if r[0] is not None else tuple(r[1:]) for r in rows.frame().collect()]
 

@@ -47,6 +47,8 @@ SCHEMA = (
     "f32 FLOAT32?",
     "b BOOLEAN?",
     "s VARSIZED?",
+    "c CHAR?",
+    "u16 UINT16?",
     "n INT32",
 )
 NAMES = [declaration.split()[0] for declaration in SCHEMA]
@@ -59,7 +61,9 @@ integers = st.one_of(
 ODD_VALUES = [
     '"25"', '"+25"', '" 7 "', '"-0"', '"1.5"', '"NaN"', '"+INF"', '"Infinity"', '"-INF"', "NaN",
     "Infinity", "-Infinity", "true", "null", "1e400", "-0", "-0.0", "1.0", "2e2", "300", "-129",
-    str(2**63), str(2**64), "-1", '{"x": 1}', "[1]",
+    str(2**63), str(2**64), "-1", '{"x": 1}', "[1]", '"\\"NaN\\""', '" \\"-infinity\\" "',
+    '"\\"inf\\""', '"\\"nan\\"\\u2028"', '"\\u0131nf"', '" 1.5\\t"', '"\\t7 "', '""', '" x "',
+    '"\\ud83d\\ude00"', "65536", "-32769",
 ]  # fmt: skip
 TEXT_NUMBERS = [
     "-0", "-0.0", "1.0", "2e2", "1e400", "1E5", "1.0e+05", "19.90", "0.0001", "-0e0", str(2**64),
@@ -83,6 +87,10 @@ def _valid(nes_type: str) -> st.SearchStrategy[str]:
         return st.floats(allow_nan=False, allow_infinity=False).map(json.dumps)
     if nes_type == "BOOLEAN":
         return st.sampled_from(["true", "false"])
+    if nes_type == "CHAR":
+        return st.characters().map(json.dumps)
+    if nes_type == "UINT16":
+        return st.integers(0, 65535).map(json.dumps)
     return st.text(max_size=5).map(json.dumps)
 
 
@@ -134,9 +142,8 @@ def _object(members: Iterable[tuple[str, str]]) -> str:
     return "{" + ", ".join(f"{json.dumps(key)}: {value}" for key, value in members) + "}"
 
 
-def _rows(spark: Any, lines: list[str], general: bool) -> list[tuple[Any, ...]] | str:
-    """The parsed rows, or ``"failed"``."""
-    spec = source("INLINE", {"data": "", "format": "JSON"}, *SCHEMA)
+def _rows(spark: Any, lines: list[str], general: bool, spec: Any) -> list[tuple[Any, ...]] | str:
+    """The parsed rows, or what the failed query says (:func:`_failure`)."""
     frame = spark.createDataFrame([(line,) for line in lines], "value string")
     parsed = (
         _typed_fields(_json_fields(frame, spec), spec, csv=False, quoted=False)
@@ -145,8 +152,17 @@ def _rows(spark: Any, lines: list[str], general: bool) -> list[tuple[Any, ...]] 
     )
     try:
         return [tuple(row) for row in parsed.collect()]
-    except Exception:  # the query's failure: a malformed tuple
-        return "failed"
+    except Exception as error:  # the query's failure: a malformed tuple
+        return _failure(error)
+
+
+def _failure(error: Exception) -> str:
+    """What a failed query says: the message a tuple's failure raises, or the class of
+    Spark's own error (a JSON object ``from_json`` cannot read, a key twice)."""
+    parameters = getattr(error, "getMessageParameters", lambda: None)() or {}
+    if "errorMessage" in parameters:
+        return f"failed: {parameters['errorMessage']}"
+    return f"failed: {getattr(error, 'getErrorClass', lambda: None)() or type(error).__name__}"
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -159,14 +175,15 @@ def _compare(spark: Any, cases: list[Tuple]) -> None:
     """Both parses agree on every line: all lines at once, one at a time where one fails (a
     malformed tuple fails its whole query). A line with repeated keys may fail the typed
     parse; where it does not, it gives what the general rules give for its ``twins``."""
-    typed = _rows(spark, [case.line for case in cases], False)
-    general = _rows(spark, [case.twins or case.line for case in cases], True)
+    spec = source("INLINE", {"data": "", "format": "JSON"}, *SCHEMA)
+    typed = _rows(spark, [case.line for case in cases], False, spec)
+    general = _rows(spark, [case.twins or case.line for case in cases], True, spec)
     if isinstance(typed, str) or isinstance(general, str):
         if len(cases) > 1:
             for case in cases:
                 _compare(spark, [case])
             return
-        if not (cases[0].twins is not None and typed == "failed"):
+        if not (cases[0].twins is not None and isinstance(typed, str)):
             assert typed == general, (cases, typed, general)
         return
     for case, a_row, b_row in zip(cases, typed, general, strict=True):
@@ -188,14 +205,14 @@ def test_the_typed_parse_gives_what_the_general_rules_give(
 
 
 COMPLETE = {"i8": "1", "u64": "2", "i64": "3", "f64": "4.5", "f32": "5.5", "b": "true",
-            "s": '"x"', "n": "6"}  # fmt: skip
+            "s": '"x"', "c": '"y"', "u16": "7", "n": "6"}  # fmt: skip
 
 
 def test_each_odd_value_in_an_otherwise_typed_tuple(spark: Any, typed_parse: str) -> None:
     """Every value the typed parse must not take, alone in a tuple it would otherwise take."""
     lines = []
     for index, value in enumerate(ODD_VALUES):  # each value in one of the typed columns
-        members = {**COMPLETE, ("i8", "u64", "f64")[index % 3]: value}
+        members = {**COMPLETE, ("i8", "u64", "f64", "f32", "c", "u16")[index % 6]: value}
         lines.append("{" + ", ".join(f'"{k}": {v}' for k, v in members.items()) + "}")
     _compare(spark, [Tuple(line) for line in lines])
 

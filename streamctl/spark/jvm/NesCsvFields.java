@@ -70,7 +70,9 @@ public final class NesCsvFields implements UDF2<String, String, Row> {
         "(?i)^\\s*-?(?:(?:[0-9]+\\.?[0-9]*|\\.[0-9]+)(?:e[-+]?[0-9]+)?|inf|infinity|nan)\\s*\\z");
     private static final BigInteger UINT64_MAX = BigInteger.ONE.shiftLeft(64).subtract(BigInteger.ONE);
 
-    private static final class Column {
+    /** A column of a layout: its kind, nullability and failure texts (NesJsonTexts reads
+     *  the same column objects). */
+    static final class Column {
         final String kind;
         final boolean nullable;
         final String invalid;
@@ -100,12 +102,8 @@ public final class NesCsvFields implements UDF2<String, String, Row> {
         Layout(String text, boolean quoted, char delimiter, String countBefore, String countAfter,
                Column[] columns) {
             this.text = text;
-            this.wide = new int[columns.length];
-            int count = 0;
-            for (int i = 0; i < columns.length; i++) {
-                wide[i] = columns[i].kind.equals("U64") ? count++ : -1;
-            }
-            this.wideColumns = count;
+            this.wide = widePositions(columns);
+            this.wideColumns = wideCount(columns);
             this.quoted = quoted;
             this.delimiter = delimiter;
             this.countBefore = countBefore;
@@ -124,18 +122,51 @@ public final class NesCsvFields implements UDF2<String, String, Row> {
         if (delimiter.length() != 1 || count.size() != 2 || !columns.isArray()) {
             throw new IOException("malformed CSV layout: " + text);
         }
+        return new Layout(text, root.path("quoted").asBoolean(), delimiter.charAt(0),
+            count.get(0).asText(), count.get(1).asText(), columns(columns));
+    }
+
+    /** The columns of a layout's "columns" array. */
+    static Column[] columns(JsonNode columns) throws IOException {
         Column[] parsed = new Column[columns.size()];
         for (int i = 0; i < parsed.length; i++) {
             JsonNode column = columns.get(i);
             String kind = column.path("kind").asText("");
             if (kind.isEmpty() || !(" " + KINDS + " ").contains(" " + kind + " ")) {
-                throw new IOException("CSV layout column of no kind: " + column);
+                throw new IOException("layout column of no kind: " + column);
             }
             parsed[i] = new Column(kind, column.path("nullable").asBoolean(),
                 column.path("invalid").asText(), column.path("missing").asText());
         }
-        return new Layout(text, root.path("quoted").asBoolean(), delimiter.charAt(0),
-            count.get(0).asText(), count.get(1).asText(), parsed);
+        return parsed;
+    }
+
+    /** Per column: its position among the UINT64 columns (its wide field), or -1. */
+    static int[] widePositions(Column[] columns) {
+        int[] wide = new int[columns.length];
+        int count = 0;
+        for (int i = 0; i < columns.length; i++) {
+            wide[i] = columns[i].kind.equals("U64") ? count++ : -1;
+        }
+        return wide;
+    }
+
+    static int wideCount(Column[] columns) {
+        int count = 0;
+        for (Column column : columns) {
+            count += column.kind.equals("U64") ? 1 : 0;
+        }
+        return count;
+    }
+
+    /** Puts a column's value into the struct's fields: a UINT64 of 2**63 or more (a
+     *  BigDecimal) into the column's wide field. */
+    static void put(Object[] out, int column, Object value, int[] wide, int columns) {
+        if (value instanceof BigDecimal) {
+            out[1 + columns + wide[column]] = value;
+        } else {
+            out[column + 1] = value;
+        }
     }
 
     @Override
@@ -174,16 +205,12 @@ public final class NesCsvFields implements UDF2<String, String, Row> {
             if (value == null) {
                 return failure(out, column.invalid + raw + "'");
             }
-            if (value instanceof BigDecimal) { // a UINT64 of 2**63 or more
-                out[1 + columns.length + layout.wide[i]] = value;
-            } else {
-                out[i + 1] = value;
-            }
+            put(out, i, value, layout.wide, columns.length);
         }
         return RowFactory.create(out);
     }
 
-    private static Row failure(Object[] out, String message) {
+    static Row failure(Object[] out, String message) {
         Arrays.fill(out, null);
         out[0] = message;
         return RowFactory.create(out);
@@ -227,8 +254,47 @@ public final class NesCsvFields implements UDF2<String, String, Row> {
         return matcher.group(1).replace("\"\"", "\"");
     }
 
+    /** The value of a JSON key's text (streamctl.spark.tuples: the text Spark's from_json to
+     *  a string map gives) in its column's kind, or null where it is malformed: as a CSV
+     *  field's, except that a float's text is trimmed first, and JSON's non-numeric numbers
+     *  in quotes ("NaN", "-Infinity": Spark hands them back so) are read without them. */
+    static Object jsonValue(String kind, String text) {
+        if (kind.equals("F64") || kind.equals("F32")) {
+            return floating(withoutNonNumericQuotes(trimBlanks(text)), kind.equals("F32"));
+        }
+        return value(kind, text);
+    }
+
+    /** The text without the quotes around "-?(infinity|nan)" in ASCII letters of any case
+     *  (the expressions' regexp_replace of (?i)^"(-?(?:infinity|nan))"$ by $1: where '$'
+     *  matches before a final line terminator, what is left is no float either way). */
+    private static String withoutNonNumericQuotes(String text) {
+        int end = text.length() - 1;
+        if (end < 1 || text.charAt(0) != '"' || text.charAt(end) != '"') {
+            return text;
+        }
+        String inner = text.substring(1, end);
+        String word = inner.startsWith("-") ? inner.substring(1) : inner;
+        return asciiEqualsIgnoreCase(word, "infinity") || asciiEqualsIgnoreCase(word, "nan")
+            ? inner : text;
+    }
+
+    private static boolean asciiEqualsIgnoreCase(String text, String lowerAscii) {
+        if (text.length() != lowerAscii.length()) {
+            return false;
+        }
+        for (int i = 0; i < text.length(); i++) {
+            char c = text.charAt(i);
+            char lower = c >= 'A' && c <= 'Z' ? (char) (c + ('a' - 'A')) : c;
+            if (lower != lowerAscii.charAt(i)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
     /** The value of a field's text in its column's kind, or null where it is malformed. */
-    private static Object value(String kind, String text) {
+    static Object value(String kind, String text) {
         switch (kind) {
             case "VARSIZED":
                 return text;
