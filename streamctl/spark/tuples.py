@@ -10,7 +10,11 @@ CSV tuples are parsed by streamctl's Java UDF (``jvm/NesCsvFields.java``: one ca
 a few plan nodes per column) where the session has streamctl's jar, and by Spark expressions
 of the same rules where it does not (a Spark Connect server without the jar: hundreds of plan
 nodes per column, which Spark analyses on every start); ``tests/connectors/test_csv_fields.py``
-checks the two against each other. JSON tuples take a typed parse first (:func:`_json_columns`).
+checks the two against each other. JSON tuples take a typed parse first (:func:`_json_columns`);
+the texts of the keys of the tuples it does not take, and of columns it reads as text, are
+parsed by another Java UDF of the same rules (``jvm/NesJsonTexts.java``, :func:`_json_texts`)
+where the session has the jar, by the expressions where it does not
+(``tests/connectors/test_json_typed_parse.py`` checks them against each other).
 
 Parsing (CSV and JSON tuples). The documented rules are nes-docs/null_handling.md, "Input
 Parsing": "**CSV**: Only empty fields are interpreted as NULL for nullable columns" and
