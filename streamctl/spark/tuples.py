@@ -137,7 +137,8 @@ def _csv_fields(
 
 
 def struct_values(spec: SourceSpec, struct: Sql) -> list[Sql]:
-    """Each column's value in the Java CSV parse's ``struct`` (in its Spark type)."""
+    """Each column's value in the ``struct`` of the Java CSV parse or JSON texts
+    (:func:`~streamctl.spark.jvm_functions.fields_struct`), in its Spark type."""
     values = []
     for i, column in enumerate(spec.schema):
         value = struct.getField(field_name(i))
