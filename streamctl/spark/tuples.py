@@ -56,21 +56,22 @@ docs leave open, decided as a NES user expects and stated here:
 
 from __future__ import annotations
 
-import functools
 import json
-import operator
-from collections.abc import Iterable, Mapping
-from decimal import Decimal
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from streamctl.nes_types import (
-    FLOAT_TYPES,
     INTEGER_TYPES,
-    UNSIGNED_TYPES,
     canonical_type,
-    integer_range,
 )
 from streamctl.spark import sql_text as S
+from streamctl.spark.field_rules import (
+    SAME_RANGE_CARRIERS,
+    accept,
+    in_range,
+    invalid_prefix,
+    typed_fields,
+)
 from streamctl.spark.jvm_functions import (
     FIELD_KINDS,
     FIELDS_ERROR,
@@ -90,9 +91,8 @@ if TYPE_CHECKING:
 
 __all__ = ["conform", "java_regex_literal", "parse_lines"]
 
-# The expressions below are Spark SQL text (:mod:`streamctl.spark.sql_text`): each projection
-# reaches the JVM in one call per column, where building them with pyspark's functions took a
-# call per node (2,400 of a CSV query's start).
+# The expressions below are Spark SQL text (:mod:`streamctl.spark.sql_text`), as are the
+# general rules' (:mod:`streamctl.spark.field_rules`).
 
 
 def java_regex_literal(char: str) -> str:
@@ -170,8 +170,8 @@ def _column_layouts(spec: SourceSpec) -> list[dict[str, Any]]:
         {
             "kind": FIELD_KINDS[canonical_type(column["type"])],
             "nullable": bool(column["nullable"]),
-            "invalid": _invalid_prefix(spec, column, ""),
-            "missing": _invalid_prefix(spec, column, " NOT NULL"),
+            "invalid": invalid_prefix(spec, column, ""),
+            "missing": invalid_prefix(spec, column, " NOT NULL"),
         }
         for column in spec.schema
     ]
@@ -206,7 +206,7 @@ def _csv_expressions(lines: Relation, spec: SourceSpec, delimiter: str, quoted: 
     split = S.project(lines, [value, fields.alias("_fields")])
     split = S.project(split, [checked.alias("_fields")])
     raw = S.project(split, [S.col("_fields")[i].alias(f"_f{i}") for i in range(expected)])
-    return _typed_fields(raw, spec, csv=True, quoted=quoted)
+    return typed_fields(raw, spec, csv=True, quoted=quoted)
 
 
 def _json_columns(lines: Relation, spec: SourceSpec) -> Relation:
@@ -232,7 +232,7 @@ def _json_columns(lines: Relation, spec: SourceSpec) -> Relation:
     names = [str(column["name"]) for column in spec.schema]
     if len({name.upper() for name in names}) != len(names):
         # struct fields differing only in case cannot be told apart by Spark's resolution
-        return _typed_fields(_json_fields(lines, spec), spec, csv=False, quoted=False)
+        return typed_fields(_json_fields(lines, spec), spec, csv=False, quoted=False)
     typed_columns = [
         (name, _json_typed_parse(column)) for name, column in zip(names, spec.schema, strict=True)
     ]
@@ -253,7 +253,7 @@ def _json_columns(lines: Relation, spec: SourceSpec) -> Relation:
         if nes_type == "UINT64":  # a BIGINT here: at most 2**63 - 1 already
             complete = complete & (field >= 0)
         elif nes_type in INTEGER_TYPES and nes_type != "INT64":  # the field is a BIGINT
-            complete = complete & _in_range(field, nes_type)
+            complete = complete & in_range(field, nes_type)
     checked = S.project(
         typed,
         [
@@ -272,7 +272,7 @@ def _json_columns(lines: Relation, spec: SourceSpec) -> Relation:
     nes_types = [canonical_type(column["type"]) for column in spec.schema]
     texts_function = json_texts_function(lines.session, nes_types) if function else None
     if texts_function is None:
-        return _typed_fields(key_texts, spec, csv=False, quoted=False, fast=fast)
+        return typed_fields(key_texts, spec, csv=False, quoted=False, fast=fast)
     return _json_texts(key_texts, spec, texts_function, fast)
 
 
@@ -280,7 +280,7 @@ def _json_texts(
     fields: Relation, spec: SourceSpec, function: str, fast: Mapping[int, Sql]
 ) -> Relation:
     """Typed columns from the texts ``_f<i>`` of :func:`_json_fields` by streamctl's Java UDF
-    (``jvm/NesJsonTexts.java``), the same rules as :func:`_typed_fields` (checked against it
+    (``jvm/NesJsonTexts.java``), the same rules as :func:`typed_fields` (checked against it
     by ``tests/connectors/test_json_typed_parse.py``): one call per tuple gives the values
     or the tuple's first failure, which fails the query with the message the expressions
     give. A tuple the typed parse took (``_complete``) has its ``fast`` columns' values from
@@ -359,295 +359,6 @@ def _json_fields(lines: Relation, spec: SourceSpec, typed: int = 0) -> Relation:
     return S.project(keyed, [*carried, *texts])
 
 
-def _invalid_prefix(spec: SourceSpec, column: Mapping[str, Any], why: str) -> str:
-    """A malformed (``why`` empty) or missing (``why`` `` NOT NULL``) value's failure text,
-    before the raw field and a closing ``'``."""
-    return f"source {spec.id}: column {column['name']!r} ({column['type']}{why}) cannot take '"
-
-
-def _invalid(spec: SourceSpec, column: Mapping[str, Any], raw: Sql, why: str) -> Sql:
-    return S.call(
-        "raise_error",
-        S.call(
-            "concat",
-            _invalid_prefix(spec, column, why),
-            S.call("coalesce", raw.cast("STRING"), "NULL"),
-            "'",
-        ),
-    )
-
-
-def _accept(
-    value: Sql,
-    valid: Sql,
-    missing: Sql,
-    raw: Sql,
-    column: Mapping[str, Any],
-    spec: SourceSpec,
-) -> Sql:
-    """NULL where ``missing`` (a query failure in a NOT NULL column), ``value`` where
-    ``valid``, otherwise a query failure (a malformed value)."""
-    target = spark_type_ddl(column["type"])
-    absent = S.lit(None).cast(target)
-    if not column["nullable"]:
-        absent = _invalid(spec, column, raw, " NOT NULL").cast(target)
-    return (
-        S.when(missing, absent)
-        .when(S.call("coalesce", valid, False), value.cast(target))
-        .otherwise(_invalid(spec, column, raw, "").cast(target))
-    )
-
-
-# Number texts as NES takes them, with the white space around them (Java's ``\s`` is exactly
-# :data:`_BLANKS`): numbers are matched and cast untrimmed, since Spark's casts skip the blanks
-# themselves and trimming a set of characters costs more than the parse (``\z``: the end of
-# the text, not before a final line terminator as ``$``).
-_INTEGER_TEXT: Final = r"^\s*-?[0-9]+\s*\z"
-_UNSIGNED_TEXT: Final = r"^\s*[0-9]+\s*\z"
-_FLOAT_TEXT: Final = (
-    r"(?i)^\s*-?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[-+]?[0-9]+)?|inf|infinity|nan)\s*\z"
-)
-_NEGATIVE_NAN: Final = r"(?i)^\s*-nan\s*\z"
-
-
-_SAME_RANGE_CARRIERS: Final = frozenset({"INT8", "INT16", "INT32", "INT64"})
-"""Integer types whose Spark carrier (:mod:`streamctl.spark.types`) has exactly their range."""
-_LONG_DIGITS: Final = 18
-"""Every unsigned text of at most this many digits is below 2**63: a ``BIGINT`` holds it."""
-
-
-def _in_range(number: Sql, nes_type: str) -> Sql:
-    """Whether an integer value lies within its NES type: compared as ``BIGINT`` where both
-    bounds are one (no decimal per value), as exact decimals for ``UINT64``."""
-    low, high = integer_range(nes_type)
-    if nes_type == "UINT64":
-        return number.between(Decimal(low), Decimal(high))
-    return number.between(low, high)
-
-
-def _integer(text: Sql, nes_type: str, long_value: Sql | None = None) -> Sql:
-    """The integer ``text`` stands for in the column's Spark type, or NULL where it is not one
-    of ``nes_type`` (not ``-?[0-9]+`` between white space, unsigned without a sign, or out of
-    range).
-
-    Parsed as ``BIGINT`` (``try_cast``: NULL past 64 bits), never as a decimal, except the
-    rare ``UINT64`` text of more than 18 characters; the regular expression makes the text
-    exactly what NES accepts (``try_cast`` alone would take ``+5`` or control characters
-    around the digits). It runs only where the text is not the number's own decimal form
-    (``-?[0-9]+`` without leading zeros): the usual text passes, and Java's regular
-    expressions (a ``Matcher`` per value) were a fifth of a CSV query's time (Java Flight
-    Recorder; ``OR`` evaluates its right side only where the left is not true).
-
-    A text is its number's own form exactly where it is as long as that form
-    (:func:`_decimal_length`): every other text the cast reads has something more (white
-    space, ``+``, a leading zero, a ``-`` before 0, a decimal point). Comparing lengths spares
-    writing each number out as a string (``CAST(n AS STRING)``), a tenth of a CSV query's
-    executor samples.
-
-    ``long_value``: ``text`` cast to ``BIGINT`` (``try_cast``), as a column of its own
-    (:func:`_typed_fields`): the length comparison names it dozens of times."""
-    if long_value is None:
-        long_value = text.try_cast("BIGINT")
-    canonical = S.call("octet_length", text) == _decimal_length(long_value)
-    if nes_type in UNSIGNED_TYPES:
-        canonical = canonical & (long_value >= 0)
-    syntax = canonical | text.rlike(_UNSIGNED_TEXT if nes_type in UNSIGNED_TYPES else _INTEGER_TEXT)
-    if nes_type == "UINT64":
-        carrier = spark_type_ddl(nes_type)
-        short = long_value.cast(carrier)
-        wide = text.try_cast(carrier)  # NULL past 20 digits
-        # bytes, not characters (no count): the syntax leaves only ASCII digits and blanks
-        value = S.when(S.call("octet_length", text) <= _LONG_DIGITS, short)
-        value = value.when(_in_range(wide, nes_type), wide)
-        return S.when(syntax, value)
-    if nes_type != "INT64":  # the range is judged on the BIGINT, so syntax is named once
-        syntax = syntax & _in_range(long_value, nes_type)
-    return S.when(syntax, long_value).cast(spark_type_ddl(nes_type))
-
-
-def _decimal_length(number: Sql) -> Sql:
-    """The length of a ``BIGINT``'s decimal form (``-`` and digits), by comparisons against
-    powers of ten on its own side of zero (so ``-2**63`` is never negated).
-
-    ``number`` is named 37 times: pass a column, not an expression. Spark's analyser walks the
-    whole expression tree on every start; with the number written out (``TRY_CAST``) and
-    negated in each comparison, a source of three integer columns was an 18 KB query whose
-    analysis was a third of a planned CSV query's start."""
-    non_negative = S.when(number < 10, 1)
-    negative = S.when(number > -10, 2)
-    for count in range(2, 19):
-        non_negative = non_negative.when(number < 10**count, count)
-        negative = negative.when(number > -(10**count), count + 1)
-    return S.when(number >= 0, non_negative.otherwise(19)).otherwise(negative.otherwise(20))
-
-
-_BLANKS: Final = " \t\n\u000b\f\r"
-"""White space a number or boolean field may have around it: Java's regex ``\\s``."""
-
-
-def _unquoted(field: Sql) -> Sql:
-    """The field without one level of surrounding double quotes (``""`` inside is ``"``).
-
-    Java's ``$`` also matches before a final line terminator, so a quoted last field of a
-    CRLF line (a carriage return after ``"alice"``) is unquoted too, and loses the return."""
-    inner = S.call("regexp_replace", S.call("regexp_extract", field, r'(?s)^"(.*)"$', 1), '""', '"')
-    # a field that does not start with a quote cannot match: the plain test spares most
-    # fields the regular expression
-    quoted = field.startswith('"') & field.rlike(r'(?s)^".*"$')
-    return S.when(quoted, inner).otherwise(field)
-
-
-def _typed_fields(
-    raw: Relation,
-    spec: SourceSpec,
-    *,
-    csv: bool,
-    quoted: bool,
-    fast: Mapping[int, Sql] | None = None,
-) -> Relation:
-    """Typed columns from raw field texts ``_f<i>``, in projections so that each expression
-    runs once per field (Spark keeps a projection apart where collapsing it would repeat a
-    costly expression): the cleaned texts ``_t<i>`` (and an integer text's ``BIGINT``,
-    ``_n<i>``), then each text's candidate value ``_c<i>`` (NULL where the text is not of the
-    column's type), then the checked values.
-
-    ``fast``: values of columns already typed (over columns of ``raw``), taken where ``raw``'s
-    ``_complete`` holds; the text is parsed only where it does not.
-    """
-    fast = fast or {}
-    count = len(spec.schema)
-    carried = [S.col(c) for c in raw.columns if not c.startswith("_f")]
-    raw_fields = [S.col(f"_f{i}") for i in range(count)]
-    cleaned = S.project(
-        raw,
-        [
-            *carried,
-            *raw_fields,
-            *(
-                _field_text(field, column, csv=csv, quoted=quoted).alias(f"_t{i}")
-                for i, (field, column) in enumerate(zip(raw_fields, spec.schema, strict=True))
-            ),
-        ],
-    )
-    integers = [
-        i for i, column in enumerate(spec.schema) if canonical_type(column["type"]) in INTEGER_TYPES
-    ]
-    texts = [S.col(f"_t{i}") for i in range(count)]
-    if integers:  # each integer text's BIGINT once, as a column _n<i> the checks name
-        cleaned = S.project(
-            cleaned,
-            [
-                *carried,
-                *raw_fields,
-                *texts,
-                *(texts[i].try_cast("BIGINT").alias(f"_n{i}") for i in integers),
-            ],
-        )
-    candidates = S.project(
-        cleaned,
-        [
-            *carried,
-            *raw_fields,
-            *(
-                _candidate(texts[i], column, S.col(f"_n{i}") if i in integers else None).alias(
-                    f"_c{i}"
-                )
-                for i, column in enumerate(spec.schema)
-            ),
-        ],
-    )
-    values = []
-    for i, column in enumerate(spec.schema):
-        value = _parse_field(raw_fields[i], S.col(f"_c{i}"), column, spec, csv=csv)
-        if i in fast:
-            value = S.when(S.col("_complete"), fast[i]).otherwise(value)
-        values.append(value.alias(column["name"]))
-    return S.project(candidates, values)
-
-
-def _field_text(field: Sql, column: Mapping[str, Any], *, csv: bool, quoted: bool) -> Sql:
-    """A field's text to parse: without quotes, trimmed unless ``VARSIZED`` or a number (whose
-    syntax takes the white space around it)."""
-    nes_type = canonical_type(column["type"])
-    text = _unquoted(field) if quoted else field
-    if nes_type == "VARSIZED":
-        return text
-    if nes_type in FLOAT_TYPES and not csv:
-        # Spark's JSON parser hands JSON's non-numeric numbers back quoted
-        trimmed = S.call("btrim", text, _BLANKS)
-        return S.call("regexp_replace", trimmed, r'(?i)^"(-?(?:infinity|nan))"$', "$1")
-    if nes_type in INTEGER_TYPES or nes_type in FLOAT_TYPES:
-        return text  # matched with its white space (_INTEGER_TEXT, _FLOAT_TEXT)
-    return S.call("btrim", text, _BLANKS)
-
-
-def _candidate(text: Sql, column: Mapping[str, Any], long_value: Sql | None = None) -> Sql:
-    """The value a field's text stands for in its column's type, or NULL where the text is not
-    of that type: an integer or a float as its Spark type (:func:`_integer`: NULL out of
-    range too, ``long_value`` the text cast to ``BIGINT`` if already computed), a boolean's
-    text lower-cased; other texts as they are."""
-    nes_type = canonical_type(column["type"])
-    if nes_type == "BOOLEAN":
-        return S.call("lower", text)
-    if nes_type in INTEGER_TYPES:
-        return _integer(text, nes_type, long_value)
-    if nes_type in FLOAT_TYPES:
-        target = spark_type_ddl(nes_type)
-        number = text.try_cast(target)
-        # Spark's cast reads every other form of the syntax, but not "-nan" (C's strtod does)
-        negative_nan = S.when(text.rlike(_NEGATIVE_NAN), S.lit(float("nan")).cast(target))
-        fallback = S.when(text.rlike(_FLOAT_TEXT), S.call("coalesce", number, negative_nan))
-        return S.when(_plain_decimal_shape(text), number).otherwise(fallback)
-    return text
-
-
-def _plain_decimal_shape(text: Sql) -> Sql:
-    """Whether ``text`` begins with a digit, ``-`` or ``.``, ends with a digit and is no
-    hexadecimal (``0x``/``-0x`` in either case): then it is of :data:`_FLOAT_TEXT`'s syntax
-    exactly where Java's ``parseDouble`` (Spark's cast) reads it, and the cast alone decides,
-    with no regular expression.
-
-    Why: Java reads a decimal ``[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?``, with a
-    type suffix (``d``, ``F``), as hexadecimal (``[+-]?0[xX]...``), as ``NaN``/``Infinity``,
-    or with characters up to U+0020 around it. The shape leaves only the decimal without
-    ``+`` sign, suffix or characters around, which is NES's syntax less its ``inf``/``nan``
-    words (those and every other text take the regular expression). Java's regular
-    expressions were a tenth of a CSV query's executor time (Java Flight Recorder). Every test
-    here looks at a fixed few bytes at either end, none counts or scans the text: ``right``
-    counted its characters twice, and with the scans for an ``x`` that was a fifth of a
-    planned CSV filter/project's executor samples. Characters compare as UTF-8 bytes, so no
-    other script's digit is between ``0`` and ``9``."""
-    # a text begins with a digit where it sorts from "0" to before ":" (the byte after "9")
-    starts_with_digit = (text >= "0") & (text < ":")
-    starts = starts_with_digit | text.startswith("-") | text.startswith(".")
-    ends_in_digit = _any(text.endswith(digit) for digit in "0123456789")
-    hexadecimal = _any(text.startswith(prefix) for prefix in ("0x", "0X", "-0x", "-0X"))
-    return ends_in_digit & starts & ~hexadecimal
-
-
-def _any(tests: Iterable[Sql]) -> Sql:
-    tests = list(tests)
-    return functools.reduce(operator.or_, tests[1:], tests[0])
-
-
-def _parse_field(
-    field: Sql, candidate: Sql, column: Mapping[str, Any], spec: SourceSpec, *, csv: bool
-) -> Sql:
-    """One field (raw, and its :func:`_candidate`) as a typed value (module docstring)."""
-    nes_type = canonical_type(column["type"])
-    missing = (field == "") if csv else field.isNull()
-    if nes_type == "VARSIZED":
-        if csv and not column["nullable"]:
-            missing = S.lit(False)  # an empty field is the empty string where NULL cannot be
-        return _accept(candidate, S.lit(True), missing, field, column, spec)
-    if nes_type == "CHAR":
-        return _accept(candidate, S.call("length", candidate) == 1, missing, field, column, spec)
-    if nes_type == "BOOLEAN":
-        valid = candidate.isin("true", "false", "1", "0")
-        return _accept(candidate.isin("true", "1"), valid, missing, field, column, spec)
-    return _accept(candidate, candidate.isNotNull(), missing, field, column, spec)
-
-
 def conform(frame: DataFrame, spec: SourceSpec) -> DataFrame:
     """Range and NOT NULL checks on typed columns (Parquet input): NULL stays NULL (a query
     failure in a NOT NULL column), an integer outside its NES type fails the query."""
@@ -656,9 +367,9 @@ def conform(frame: DataFrame, spec: SourceSpec) -> DataFrame:
         value = S.col(column["name"])
         valid: Sql = S.lit(True)
         nes_type = canonical_type(column["type"])
-        if nes_type in INTEGER_TYPES and nes_type not in _SAME_RANGE_CARRIERS:
-            valid = _in_range(value, nes_type)
+        if nes_type in INTEGER_TYPES and nes_type not in SAME_RANGE_CARRIERS:
+            valid = in_range(value, nes_type)
         checked.append(
-            _accept(value, valid, value.isNull(), value, column, spec).alias(column["name"])
+            accept(value, valid, value.isNull(), value, column, spec).alias(column["name"])
         )
     return S.project(S.Relation(frame), checked).frame()

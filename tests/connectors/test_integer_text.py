@@ -10,9 +10,10 @@ are no NES white space), decimal points, exponents, Java's and C's other float f
 (``1d``, ``0x1p3``).
 
 The parse is done through the source's own column expressions on the untrimmed field text, as a
-CSV source hands it over (``_field_text`` then ``_candidate``), on a batch DataFrame: a value
-where the rule gives one, NULL where the text is malformed (the source turns that NULL into the
-query's failure, which ``test_formats_roundtrip`` checks end to end).
+CSV source hands it over (``field_rules.field_text`` then ``field_rules.candidate_value``), on
+a batch DataFrame: a value where the rule gives one, NULL where the text is malformed (the
+source turns that NULL into the query's failure, which ``test_formats_roundtrip`` checks end
+to end).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from hypothesis import strategies as st
 
 from streamctl.nes_types import INTEGER_TYPES, UNSIGNED_TYPES, integer_range
 from streamctl.spark import sql_text as S
-from streamctl.spark.tuples import _candidate, _decimal_length, _field_text
+from streamctl.spark.field_rules import candidate_value, decimal_length, field_text
 
 TYPES = sorted(INTEGER_TYPES)
 NES_BLANKS = " \t\n\v\f\r"
@@ -120,18 +121,18 @@ DECIMAL_LENGTH_BOUNDS = sorted(
 def test_decimal_length_is_the_length_of_the_number_written_out(
     spark: Any, numbers: list[int]
 ) -> None:
-    """The integer shortcut's length of a BIGINT's decimal form (``_decimal_length``) against
+    """The integer shortcut's length of a BIGINT's decimal form (``decimal_length``) against
     Python's ``str``: at every bound of a length (:data:`DECIMAL_LENGTH_BOUNDS`) and at random."""
     numbers = DECIMAL_LENGTH_BOUNDS + numbers
     frame = spark.createDataFrame([(n,) for n in numbers], "n bigint")
-    lengths = frame.select(_decimal_length(S.col("n")).column("length")).collect()
+    lengths = frame.select(decimal_length(S.col("n")).column("length")).collect()
     assert [row["length"] for row in lengths] == [len(str(n)) for n in numbers]
 
 
 def _parse(field: S.Sql, nes_type: str) -> S.Sql:
     """The source's candidate value of an untrimmed CSV field (NULL: malformed)."""
     column = {"name": "a", "type": nes_type, "nullable": True}
-    return _candidate(_field_text(field, column, csv=True, quoted=True), column)
+    return candidate_value(field_text(field, column, csv=True, quoted=True), column)
 
 
 def nes_float(text: str) -> float | None:

@@ -1,8 +1,9 @@
 """JSON tuples read by the typed parse (:func:`streamctl.spark.tuples._json_columns`: straight
 to ``BIGINT``/``DOUBLE`` where every key is present with a value of its type) give what the
-general rules give (the text of each key parsed by its column's rules, ``_json_fields`` then
-``_typed_fields``), value for value, and fail where they fail. Both typed parses are checked:
-streamctl's Java UDF (``jar``) and Spark's ``from_json``, which sessions without the jar use.
+general rules give (the text of each key parsed by its column's rules,
+``tuples._json_fields`` then ``field_rules.typed_fields``), value for value, and fail where
+they fail. Both typed parses are checked: streamctl's Java UDF (``jar``) and Spark's
+``from_json``, which sessions without the jar use.
 
 Generated tuples mix what the typed parse takes with everything it must hand over to the
 general rules: keys in other cases, twice, with case twins or missing, ``null``, numbers out
@@ -26,7 +27,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from streamctl.spark import tuples as tuples_module
-from streamctl.spark.tuples import _json_fields, _typed_fields, parse_lines
+from streamctl.spark.field_rules import typed_fields
+from streamctl.spark.tuples import _json_fields, parse_lines
 
 TYPED_PARSES = ("jar", "from_json")
 
@@ -146,7 +148,7 @@ def _rows(spark: Any, lines: list[str], general: bool, spec: Any) -> list[tuple[
     """The parsed rows, or what the failed query says (:func:`_failure`)."""
     frame = spark.createDataFrame([(line,) for line in lines], "value string")
     parsed = (
-        _typed_fields(_json_fields(frame, spec), spec, csv=False, quoted=False)
+        typed_fields(_json_fields(frame, spec), spec, csv=False, quoted=False)
         if general
         else parse_lines(frame, spec)
     )

@@ -6,7 +6,7 @@
  * Why it exists: a JSON tuple that NesJsonFields' typed parse does not take (a key missing, a
  * number in a string, a column of a type read as text) is read by its keys' texts, which
  * Spark's from_json to a string map gives. Parsing those texts in Spark expressions
- * (streamctl.spark.tuples._typed_fields, used where a session does not have this jar) is a
+ * (streamctl.spark.field_rules.typed_fields, used where a session does not have this jar) is a
  * few hundred expression nodes per column in every JSON query's plan, which Spark's analyser
  * walks on every start and whose generated code every tuple runs through: half of a planned
  * JSON query's start and a tenth of its rows' time. This is one call per tuple.
