@@ -9,8 +9,8 @@ Protocol:
 * A query's builder asks for a function: :func:`csv_fields_function` for the parse of CSV
   tuples of one column layout (``NesCsvFields.java``), :func:`json_fields_function` for the
   typed JSON parse of one column layout (kinds and names: ``NesJsonFields.java``),
-  :func:`json_texts_function` for the general rules over the texts of a JSON tuple's keys
-  (``NesJsonTexts.java``),
+  :func:`json_texts_function` for the general rules over a JSON tuple's keys and their
+  texts (``NesJsonTexts.java``, reading the keys with ``NesJsonKeys.java``),
   :func:`float_text_function` for NES's float text (``NesFloatText.java``). Each registers
   its Java UDF as a temporary function of the session (once per session and name) and
   returns the name, or ``None`` when the jar's classes do not load there (a Spark Connect
@@ -230,10 +230,11 @@ def csv_fields_function(session: SparkSession, nes_types: Sequence[str]) -> str 
 
 
 def json_texts_function(session: SparkSession, nes_types: Sequence[str]) -> str | None:
-    """The name of the general rules over JSON keys' texts for columns of ``nes_types``
+    """The name of the general rules over JSON tuples for columns of ``nes_types``
     (canonical, in order) in ``session``, or ``None`` (module docstring). The function takes
-    a struct of the texts, whether the typed parse took the tuple, and the layout (JSON,
-    ``NesJsonTexts.java``), and returns :func:`fields_struct`."""
+    the tuple as ``BINARY``, a struct of the texts the typed parse read, whether the typed
+    parse took the tuple, and the layout (JSON, ``NesJsonTexts.java``), and returns
+    :func:`fields_struct`."""
     struct = fields_struct(nes_types)
     digest = hashlib.sha256(struct.simpleString().encode()).hexdigest()[:20]
     return _function(session, f"streamctl_nes_json_texts_{digest}", JSON_TEXTS_CLASS, struct)

@@ -11,10 +11,11 @@ a few plan nodes per column) where the session has streamctl's jar, and by Spark
 of the same rules where it does not (a Spark Connect server without the jar: hundreds of plan
 nodes per column, which Spark analyses on every start); ``tests/connectors/test_csv_fields.py``
 checks the two against each other. JSON tuples take a typed parse first (:func:`_json_columns`);
-the texts of the keys of the tuples it does not take, and of columns it reads as text, are
-parsed by another Java UDF of the same rules (``jvm/NesJsonTexts.java``, :func:`_json_texts`)
-where the session has the jar, by the expressions where it does not
-(``tests/connectors/test_json_typed_parse.py`` checks them against each other).
+the tuples it does not take, and the columns it reads as text, are read by another Java UDF
+of the same rules (``jvm/NesJsonTexts.java``, :func:`_json_texts`; the keys' texts as Spark's
+``from_json`` reads them, ``jvm/NesJsonKeys.java``) where the session has the jar, by
+``from_json`` and the expressions where it does not (:func:`_json_fields`;
+``tests/connectors/test_json_typed_parse.py`` checks them against each other).
 
 Parsing (CSV and JSON tuples). The documented rules are nes-docs/null_handling.md, "Input
 Parsing": "**CSV**: Only empty fields are interpreted as NULL for nullable columns" and
@@ -37,12 +38,13 @@ docs leave open, decided as a NES user expects and stated here:
   ``CHAR`` is one character after trimming; ``VARSIZED`` is kept exactly (white space too).
   So ``abc`` or ``300`` in a ``UINT8`` column, ``1.5`` in an ``INT32`` column, a blank
   (white space only) numeric field are errors naming source, column and value.
-* JSON: each tuple is one JSON object (anything else fails the query). Keys match column names
-  exactly or else ignoring case (NES upper-cases unquoted identifiers: ``ts UINT64`` is column
-  ``TS`` and reads the key ``"ts"``); two keys differing only in case fail the query where no
-  key matches exactly. A key given twice (which JSON leaves undefined) is the last one where
-  every column's key is present exactly with a value of its type (the typed parse of
-  :func:`_json_columns`), and fails the query otherwise. A value
+* JSON: each tuple is one JSON object as Spark's JSON reader reads it (single quotes and
+  ``NaN``/``Infinity`` allowed, anything after the object not read); anything else fails the
+  query ("not a JSON object"). Keys match column names exactly or else ignoring case (NES
+  upper-cases unquoted identifiers: ``ts UINT64`` is column ``TS`` and reads the key
+  ``"ts"``). Two keys equal ignoring case -- a key given twice, which JSON leaves undefined,
+  too -- are the last exact ones where every column's key is present exactly with a value of
+  its type (the typed parse of :func:`_json_columns`), and fail the query otherwise. A value
   is taken as its text -- a string's characters, a boolean as written, a number as Spark's
   JSON reader writes it back (an integer's digits, ``-0`` as ``0``; any other number as
   Java's text of its double: ``19.90`` is ``19.9``, ``1E5`` is ``100000.0``), a nested
@@ -268,38 +270,57 @@ def _json_columns(lines: Relation, spec: SourceSpec) -> Relation:
             # in range where it is taken (_complete); try_cast: Spark may fold the cast of a
             # literal out of range where it is not, and then fails the query on it
             fast[i] = S.col(f"_j{i}").try_cast(spark_type_ddl(column["type"]))
-    key_texts = _json_fields(checked, spec, typed=len(spec.schema))
     nes_types = [canonical_type(column["type"]) for column in spec.schema]
     texts_function = json_texts_function(lines.session, nes_types) if function else None
     if texts_function is None:
+        key_texts = _json_fields(checked, spec, typed=len(spec.schema))
         return typed_fields(key_texts, spec, csv=False, quoted=False, fast=fast)
-    return _json_texts(key_texts, spec, texts_function, fast)
+    return _json_texts(checked, spec, texts_function, fast)
 
 
 def _json_texts(
-    fields: Relation, spec: SourceSpec, function: str, fast: Mapping[int, Sql]
+    checked: Relation, spec: SourceSpec, function: str, fast: Mapping[int, Sql]
 ) -> Relation:
-    """Typed columns from the texts ``_f<i>`` of :func:`_json_fields` by streamctl's Java UDF
-    (``jvm/NesJsonTexts.java``), the same rules as :func:`typed_fields` (checked against it
-    by ``tests/connectors/test_json_typed_parse.py``): one call per tuple gives the values
-    or the tuple's first failure, which fails the query with the message the expressions
-    give. A tuple the typed parse took (``_complete``) has its ``fast`` columns' values from
-    it, and the call parses its other columns only (none: no call)."""
+    """Typed columns from JSON tuples (``value``) and the typed parse's columns (``_j<i>``,
+    ``_complete``) by streamctl's Java UDF (``jvm/NesJsonTexts.java``), the general rules of
+    :func:`_json_fields` and :func:`typed_fields` (checked against them by
+    ``tests/connectors/test_json_typed_parse.py``): one call per tuple gives the values or the
+    tuple's first failure, which fails the query with the message the expressions give. A
+    tuple the typed parse took (``_complete``) has its ``fast`` columns' values from it, and
+    the call parses its other columns' texts as the typed parse read them (none: no call);
+    the call reads any other tuple's keys itself (``jvm/NesJsonKeys.java``)."""
     count = len(spec.schema)
     layout = json.dumps(
         {
             "columns": [
-                {**column_layout, "typed": i in fast}
-                for i, column_layout in enumerate(_column_layouts(spec))
-            ]
+                {
+                    **column_layout,
+                    "typed": i in fast,
+                    "name": str(column["name"]),
+                    "upper": str(column["name"]).upper(),
+                }
+                for i, (column, column_layout) in enumerate(
+                    zip(spec.schema, _column_layouts(spec), strict=True)
+                )
+            ],
+            "notObject": _not_an_object_message(spec),
+            "keysTwice": _keys_twice_message(spec),
         }
     )
-    texts = S.call("named_struct", *(x for i in range(count) for x in (f"t{i}", S.col(f"_f{i}"))))
-    call: Sql = S.call(function, texts, S.col("_complete"), layout)
+    typed_texts = S.call(
+        "named_struct",
+        *(
+            x
+            for i in range(count)
+            for x in (f"t{i}", S.lit(None).cast("STRING") if i in fast else S.col(f"_j{i}"))
+        ),
+    )
+    tuple_bytes = S.col("value").cast("BINARY")
+    call: Sql = S.call(function, tuple_bytes, typed_texts, S.col("_complete"), layout)
     if len(fast) == count:
         call = S.when(~S.col("_complete"), call)
     carried = [S.col(f"_j{i}") for i in fast]
-    parsed = S.project(fields, [*carried, S.col("_complete"), call.alias("_p")])
+    parsed = S.project(checked, [*carried, S.col("_complete"), call.alias("_p")])
     error = S.col("_p").getField(FIELDS_ERROR)
     values = []
     for i, (column, value) in enumerate(
@@ -326,6 +347,16 @@ def _json_typed_parse(column: Mapping[str, Any]) -> str:
 _TEXT_MAP: Final = "MAP<STRING, STRING>"
 
 
+def _not_an_object_message(spec: SourceSpec) -> str:
+    """The text of a JSON tuple's failure as no JSON object, before the tuple."""
+    return f"source {spec.id}: not a JSON object: '"
+
+
+def _keys_twice_message(spec: SourceSpec) -> str:
+    """The text of a JSON tuple's failure with two keys equal ignoring case, before it."""
+    return f"source {spec.id}: two keys equal ignoring case in JSON tuple '"
+
+
 def _json_fields(lines: Relation, spec: SourceSpec, typed: int = 0) -> Relation:
     """Column ``_f<i>``: the text of column i's key (module docstring); NULL if null/missing.
 
@@ -333,19 +364,28 @@ def _json_fields(lines: Relation, spec: SourceSpec, typed: int = 0) -> Relation:
     a complete tuple's texts are the typed parse's texts, and the general parse runs for the
     other tuples only; those columns are carried along."""
     carried = [S.col(f"_j{i}") for i in range(typed)] + ([S.col("_complete")] if typed else [])
-    parsed = S.call("from_json", S.col("value"), _TEXT_MAP, S.call("map", "mode", "FAILFAST"))
+    # PERMISSIVE: a tuple that is no JSON object (malformed, or another JSON value) is NULL
+    parsed = S.call("from_json", S.col("value"), _TEXT_MAP, S.call("map", "mode", "PERMISSIVE"))
     not_an_object = S.call(
-        "raise_error",
-        S.call("concat", f"source {spec.id}: not a JSON object: '", S.col("value"), "'"),
+        "raise_error", S.call("concat", _not_an_object_message(spec), S.col("value"), "'")
     )
     general: Sql = S.when(parsed.isNotNull(), parsed).otherwise(not_an_object.cast(_TEXT_MAP))
     if typed:
         general = S.when(~S.col("_complete"), general)
-    objects = S.project(lines, [*carried, general.alias("_m")])
+    objects = S.project(lines, [*carried, S.col("value"), general.alias("_m")])
     # Keys match column names exactly or, failing that, ignoring case (NES upper-cases
-    # unquoted identifiers, so `ts UINT64` is column TS and reads the key "ts").
-    upper_keys = Sql(f"transform_keys({S.col('_m').text}, (k_, v_) -> upper(k_))")
-    keyed = S.project(objects, [*carried, S.col("_m"), upper_keys.alias("_u")])
+    # unquoted identifiers, so `ts UINT64` is column TS and reads the key "ts"). Two keys
+    # equal ignoring case (a key twice too) fail the tuple: transform_keys would fail on
+    # them with Spark's DUPLICATED_MAP_KEY, which names no source.
+    m = S.col("_m").text
+    distinct = Sql(f"size(array_distinct(transform(map_keys({m}), k_ -> upper(k_))))")
+    keys_twice = S.call(
+        "raise_error", S.call("concat", _keys_twice_message(spec), S.col("value"), "'")
+    )
+    upper_keys = S.when(
+        distinct < S.call("size", S.col("_m")), keys_twice.cast(_TEXT_MAP)
+    ).otherwise(Sql(f"transform_keys({m}, (k_, v_) -> upper(k_))"))
+    keyed = S.project(objects, [*carried, S.col("value"), S.col("_m"), upper_keys.alias("_u")])
     texts = []
     for position, column in enumerate(spec.schema):
         name = str(column["name"])

@@ -121,11 +121,14 @@ def tuples(draw: st.DrawFn) -> Tuple:
             members.append((name, draw(valid)))
             continue
         # another spelling, twice, a case twin, missing; a valid value or anything
+        # dotless i and long s upper-case to I and S: keys equal to the name ignoring case
+        unicode_twin = name.replace("i", "\u0131").replace("s", "\u017f")
         spellings = draw(
             st.sampled_from(
-                [[name], [name.upper()], [name.title()], [name, name], [name, name.upper()], []]
+                [[name], [name.upper()], [name.title()], [name, name], [name, name.upper()], [],
+                 [unicode_twin], [name, unicode_twin]]
             )
-        )
+        )  # fmt: skip
         for spelling in spellings:
             members.append((spelling, draw(st.one_of(valid, raw_values))))
     if draw(st.booleans()):
@@ -208,6 +211,84 @@ def test_the_typed_parse_gives_what_the_general_rules_give(
 
 COMPLETE = {"i8": "1", "u64": "2", "i64": "3", "f64": "4.5", "f32": "5.5", "b": "true",
             "s": '"x"', "c": '"y"', "u16": "7", "n": "6"}  # fmt: skip
+
+
+FUZZ_ALPHABET = "{}[]\":,'\\ \t\n\x00\x01019aeEINnu+-./*é\ufeff\ud800"
+"""Characters a mutated tuple gains: JSON's syntax, escapes, numbers' characters, a byte
+order mark, a lone surrogate."""
+
+
+@st.composite
+def odd_syntax(draw: st.DrawFn) -> Tuple:
+    """A tuple of :func:`tuples` in a syntax that is not strict JSON, or no longer JSON at
+    all: what Spark's JSON reader allows (single quotes, ``NaN``) and what it refuses
+    (comments, leading zeros, unquoted keys, a trailing comma, control characters), text after
+    the object (which it does not read), escaped keys, and characters inserted, replaced or
+    deleted anywhere."""
+    base = draw(tuples())
+    line = base.line
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.integers(0, 9))
+        if kind == 0:
+            line = line.replace('"', "'")
+        elif kind == 1:
+            line = line + draw(st.sampled_from([" x", '{"n": 1}', " // c", "\n", ",", "]", "}"]))
+        elif kind == 2:
+            line = draw(st.sampled_from([" ", "\t", "\ufeff", "/*c*/", "\n"])) + line
+        elif kind == 3:
+            line = line.replace(": ", draw(st.sampled_from([": 0", ":", ": +", " :"])), 1)
+        elif kind == 4:
+            line = line[:-1] + ",}" if line.endswith("}") else line
+        elif kind == 5:
+            line = line.replace('"n"', draw(st.sampled_from(["n", '"\\u006e"', "'N'"])), 1)
+        elif kind == 6:
+            position = draw(st.integers(0, len(line)))
+            line = line[:position] + draw(st.sampled_from(FUZZ_ALPHABET)) + line[position:]
+        elif kind == 7 and line:
+            position = draw(st.integers(0, len(line) - 1))
+            line = line[:position] + line[position + 1 :]
+        elif kind == 8:
+            line = line[: draw(st.integers(0, len(line)))]
+        else:
+            line = line.replace('"x"', draw(st.sampled_from(['"a\x01b"', "'q'", '"\\ud800"'])))
+    # a line still the same strict JSON object keeps its twins (the typed parse may take it);
+    # an empty line is no tuple (parse_lines skips it, the general parse alone does not)
+    members = _strict_members(line)
+    if members == _strict_members(base.line):
+        return Tuple(line or " ", base.twins)
+    if members is not None and len({key.upper() for key, _ in members}) < len(members):
+        return base  # another strict object with twins: its twins are not known here
+    return Tuple(line or " ")
+
+
+def _strict_members(line: str) -> list[tuple[str, Any]] | None:
+    """The members of ``line`` as strict JSON (no ``NaN``, nothing after the object), or
+    None."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(constant)
+
+    try:
+        value = json.loads(
+            line, object_pairs_hook=lambda pairs: ("object", pairs), parse_constant=refuse
+        )
+    except ValueError:
+        return None
+    return list(value[1]) if isinstance(value, tuple) else None
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(cases=st.lists(odd_syntax(), min_size=1, max_size=4))
+def test_tuples_in_any_syntax_read_as_from_json_reads_them(spark: Any, cases: list[Tuple]) -> None:
+    """The jar's general rules (``NesJsonKeys``: the keys' texts) give what Spark's
+    ``from_json`` gives and fail where it fails, with the same message, on text that is JSON
+    only to Spark's lenient reader or to no reader."""
+    _compare(spark, cases)
 
 
 def test_each_odd_value_in_an_otherwise_typed_tuple(spark: Any, typed_parse: str) -> None:

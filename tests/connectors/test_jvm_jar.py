@@ -133,3 +133,25 @@ def test_a_session_without_the_jar_gets_spark_expressions_and_one_warning(
     assert len(session.registered) == 1, "probed once per session"
     warnings = [record for record in caplog.records if "--jars" in record.getMessage()]
     assert len(warnings) == 1
+
+
+def test_the_json_keys_are_read_with_the_factory_of_spark_from_json(spark: Any) -> None:
+    """``NesJsonKeys`` reads a JSON tuple's keys as ``from_json`` does: with a Jackson factory
+    of the same features and limits as Spark's own (``JSONOptions`` with from_json's
+    defaults), so the same texts are JSON objects to both."""
+    jvm = spark.sparkContext._jvm
+    options = jvm.org.apache.spark.sql.catalyst.json.JSONOptions(
+        jvm.PythonUtils.toScalaMap({}), "UTC", "_corrupt_record"
+    )
+    sparks, ours = options.buildJsonFactory(), jvm.io.streamctl.NesJsonKeys.factory()
+    for features in ("getParserFeatures", "getFormatParserFeatures", "getGeneratorFeatures"):
+        assert getattr(ours, features)() == getattr(sparks, features)(), features
+    read_limits = ("getMaxNestingDepth", "getMaxNumberLength", "getMaxStringLength",
+                   "getMaxNameLength", "getMaxDocumentLength")  # fmt: skip
+    for constraints, limits in (
+        ("streamReadConstraints", read_limits),
+        ("streamWriteConstraints", ("getMaxNestingDepth",)),
+    ):
+        theirs, mine = getattr(sparks, constraints)(), getattr(ours, constraints)()
+        for limit in limits:
+            assert getattr(mine, limit)() == getattr(theirs, limit)(), (constraints, limit)

@@ -1,43 +1,48 @@
 /*
- * The general rules' typed values of NebulaStream JSON tuples, as a Spark Java UDF over the
- * texts of a tuple's keys (streamctl.spark.tuples._json_columns; registered by
- * streamctl.spark.jvm_functions).
+ * The general rules' typed values of NebulaStream JSON tuples, as a Spark Java UDF
+ * (streamctl.spark.tuples._json_texts; registered by streamctl.spark.jvm_functions).
  *
  * Why it exists: a JSON tuple that NesJsonFields' typed parse does not take (a key missing, a
- * number in a string, a column of a type read as text) is read by its keys' texts, which
- * Spark's from_json to a string map gives. Parsing those texts in Spark expressions
- * (streamctl.spark.field_rules.typed_fields, used where a session does not have this jar) is a
- * few hundred expression nodes per column in every JSON query's plan, which Spark's analyser
- * walks on every start and whose generated code every tuple runs through: half of a planned
- * JSON query's start and a tenth of its rows' time. This is one call per tuple.
+ * number in a string, a column of a type read as text) is read by its keys' texts
+ * (NesJsonKeys: what Spark's from_json to a string map gives). Parsing those texts in Spark
+ * expressions (streamctl.spark.field_rules.typed_fields, used where a session does not have
+ * this jar) is a few hundred expression nodes per column in every JSON query's plan, which
+ * Spark's analyser walks on every start and whose generated code every tuple runs through:
+ * half of a planned JSON query's start and a tenth of its rows' time. This is one call per
+ * tuple, and a tuple the typed parse took reaches no code that is not generated.
  *
- * Contract: call(texts, complete, layout) returns a struct as NesCsvFields does: a first
- * field NULL and the columns' values after it (NULL where a text is NULL and the column
- * nullable; a UINT64 of 2**63 or more in its wide field), or the message of the first failure
- * (columns in order) and NULLs. With complete true (NesJsonFields took the tuple), the
- * columns the layout marks "typed" are skipped: their values are the typed parse's. It never
- * throws on texts; a malformed layout (the planner's bug) fails the query.
+ * Contract: call(tuple, typedTexts, complete, layout) returns a struct as NesCsvFields does:
+ * a first field NULL and the columns' values after it (NULL where a text is NULL and the
+ * column nullable; a UINT64 of 2**63 or more in its wide field), or the message of the first
+ * failure and NULLs. tuple is the tuple's UTF-8 bytes. With complete true (NesJsonFields took
+ * the tuple), the columns the layout marks "typed" are skipped (their values are the typed
+ * parse's) and the others' texts are typedTexts' (a struct of one string per column, in
+ * order, as the typed parse read them); otherwise the texts are NesJsonKeys' of the tuple,
+ * and the tuple fails first where it is no JSON object or has two keys equal ignoring case.
+ * It never throws on a tuple; a malformed layout (the planner's bug) fails the query.
  *
- * texts is a struct of one nullable string per column, in order: the text of the column's
- * key, NULL where the key is missing or null. The rules are those of a CSV field without
- * quoting (NesCsvFields.value), except that a NULL text is what is missing (an empty text is
- * a malformed number, or the empty string), a malformed or missing value's message ends with
+ * The rules of a column's text are those of a CSV field without quoting
+ * (NesCsvFields.value), except that a NULL text is what is missing (an empty text is a
+ * malformed number, or the empty string), a malformed or missing value's message ends with
  * the text or NULL, and a float's text is read as NesCsvFields.jsonValue reads it.
  * tests/connectors/test_json_typed_parse.py checks these against the expressions.
  *
- * The layout is a JSON object whose "columns" are NesCsvFields' column objects, each with a
- * boolean "typed" too.
+ * The layout is a JSON object: "columns", NesCsvFields' column objects, each with a boolean
+ * "typed" and the column's "name" and "upper" (its name upper-cased, as the expressions look
+ * it up ignoring case) too; "notObject" and "keysTwice", the texts of those failures before
+ * the tuple.
  */
 package io.streamctl;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.api.java.UDF3;
+import org.apache.spark.sql.api.java.UDF4;
 
-public final class NesJsonTexts implements UDF3<Row, Boolean, String, Row> {
+public final class NesJsonTexts implements UDF4<byte[], Row, Boolean, String, Row> {
     private static final long serialVersionUID = 1L;
     private static final ObjectMapper MAPPER = new ObjectMapper();
 
@@ -47,13 +52,22 @@ public final class NesJsonTexts implements UDF3<Row, Boolean, String, Row> {
         final String text;
         final NesCsvFields.Column[] columns;
         final boolean[] typed;
+        final String[] names;
+        final String[] upperNames;
+        final String notObject;
+        final String keysTwice;
         final int[] wide;
         final int wideColumns;
 
-        Layout(String text, NesCsvFields.Column[] columns, boolean[] typed) {
+        Layout(String text, NesCsvFields.Column[] columns, boolean[] typed, String[] names,
+               String[] upperNames, String notObject, String keysTwice) {
             this.text = text;
             this.columns = columns;
             this.typed = typed;
+            this.names = names;
+            this.upperNames = upperNames;
+            this.notObject = notObject;
+            this.keysTwice = keysTwice;
             this.wide = NesCsvFields.widePositions(columns);
             this.wideColumns = NesCsvFields.wideCount(columns);
         }
@@ -62,20 +76,29 @@ public final class NesJsonTexts implements UDF3<Row, Boolean, String, Row> {
     private transient volatile Layout current;
 
     private static Layout parseLayout(String text) throws IOException {
-        JsonNode columns = MAPPER.readTree(text).path("columns");
-        if (!columns.isArray()) {
+        JsonNode root = MAPPER.readTree(text);
+        JsonNode columns = root.path("columns");
+        if (!columns.isArray() || !root.path("notObject").isTextual()
+                || !root.path("keysTwice").isTextual()) {
             throw new IOException("malformed JSON texts layout: " + text);
         }
         boolean[] typed = new boolean[columns.size()];
+        String[] names = new String[columns.size()];
+        String[] upperNames = new String[columns.size()];
         for (int i = 0; i < typed.length; i++) {
-            typed[i] = columns.get(i).path("typed").asBoolean();
+            JsonNode column = columns.get(i);
+            typed[i] = column.path("typed").asBoolean();
+            names[i] = column.path("name").asText();
+            upperNames[i] = column.path("upper").asText();
         }
-        return new Layout(text, NesCsvFields.columns(columns), typed);
+        return new Layout(text, NesCsvFields.columns(columns), typed, names, upperNames,
+            root.path("notObject").asText(), root.path("keysTwice").asText());
     }
 
     @Override
-    public Row call(Row texts, Boolean complete, String textsLayout) throws IOException {
-        if (texts == null || textsLayout == null) {
+    public Row call(byte[] tuple, Row typedTexts, Boolean complete, String textsLayout)
+            throws IOException {
+        if (tuple == null || textsLayout == null) {
             return null;
         }
         Layout layout = current;
@@ -84,18 +107,35 @@ public final class NesJsonTexts implements UDF3<Row, Boolean, String, Row> {
             current = layout;
         }
         NesCsvFields.Column[] columns = layout.columns;
-        if (texts.length() != columns.length) {
-            throw new IOException("JSON texts of " + texts.length() + " columns for a layout of "
-                + columns.length);
-        }
-        boolean skipTyped = Boolean.TRUE.equals(complete);
         Object[] out = new Object[columns.length + 1 + layout.wideColumns];
+        boolean skipTyped = Boolean.TRUE.equals(complete);
+        String[] texts;
+        if (skipTyped) {
+            if (typedTexts == null || typedTexts.length() != columns.length) {
+                throw new IOException("typed JSON texts of "
+                    + (typedTexts == null ? "no" : typedTexts.length())
+                    + " columns for a layout of " + columns.length);
+            }
+            texts = new String[columns.length];
+            for (int i = 0; i < columns.length; i++) {
+                texts[i] = typedTexts.getString(i);
+            }
+        } else {
+            try {
+                texts = NesJsonKeys.texts(tuple, layout.names, layout.upperNames);
+            } catch (NesJsonKeys.KeysTwice twice) {
+                return NesCsvFields.failure(out, layout.keysTwice + tupleText(tuple) + "'");
+            }
+            if (texts == null) {
+                return NesCsvFields.failure(out, layout.notObject + tupleText(tuple) + "'");
+            }
+        }
         for (int i = 0; i < columns.length; i++) {
             if (skipTyped && layout.typed[i]) {
                 continue;
             }
             NesCsvFields.Column column = columns[i];
-            String text = texts.getString(i);
+            String text = texts[i];
             if (text == null) {
                 if (!column.nullable) {
                     return NesCsvFields.failure(out, column.missing + "NULL'");
@@ -114,5 +154,10 @@ public final class NesJsonTexts implements UDF3<Row, Boolean, String, Row> {
             NesCsvFields.put(out, i, value, layout.wide, columns.length);
         }
         return RowFactory.create(out);
+    }
+
+    /** The tuple as Spark's text of it (UTF8String.toString: malformed bytes are U+FFFD). */
+    private static String tupleText(byte[] tuple) {
+        return new String(tuple, StandardCharsets.UTF_8);
     }
 }
