@@ -305,6 +305,8 @@ def _json_texts(
             ],
             "notObject": _not_an_object_message(spec),
             "keysTwice": _keys_twice_message(spec),
+            # Spark's upper, which the expressions' lookup ignoring case uses, maps by ICU
+            "icuCase": str(checked.session.conf.get(_ICU_CASE, "true")).lower() == "true",
         }
     )
     typed_texts = S.call(
@@ -345,6 +347,7 @@ def _json_typed_parse(column: Mapping[str, Any]) -> str:
 
 
 _TEXT_MAP: Final = "MAP<STRING, STRING>"
+_ICU_CASE: Final = "spark.sql.icu.caseMappings.enabled"
 
 
 def _not_an_object_message(spec: SourceSpec) -> str:
@@ -369,23 +372,26 @@ def _json_fields(lines: Relation, spec: SourceSpec, typed: int = 0) -> Relation:
     not_an_object = S.call(
         "raise_error", S.call("concat", _not_an_object_message(spec), S.col("value"), "'")
     )
-    general: Sql = S.when(parsed.isNotNull(), parsed).otherwise(not_an_object.cast(_TEXT_MAP))
-    if typed:
-        general = S.when(~S.col("_complete"), general)
-    objects = S.project(lines, [*carried, S.col("value"), general.alias("_m")])
-    # Keys match column names exactly or, failing that, ignoring case (NES upper-cases
-    # unquoted identifiers, so `ts UINT64` is column TS and reads the key "ts"). Two keys
-    # equal ignoring case (a key twice too) fail the tuple: transform_keys would fail on
-    # them with Spark's DUPLICATED_MAP_KEY, which names no source.
-    m = S.col("_m").text
-    distinct = Sql(f"size(array_distinct(transform(map_keys({m}), k_ -> upper(k_))))")
+    # Two keys equal ignoring case (a key twice too) fail the tuple, checked here, where the
+    # map is made and every tuple passes: transform_keys below would fail on them with
+    # Spark's DUPLICATED_MAP_KEY, which names no source, and only where Spark evaluates it
+    # (not when it inlines it into a lookup whose exact key is present: one column).
+    distinct = Sql(f"size(array_distinct(transform(map_keys({parsed.text}), k_ -> upper(k_))))")
     keys_twice = S.call(
         "raise_error", S.call("concat", _keys_twice_message(spec), S.col("value"), "'")
     )
-    upper_keys = S.when(
-        distinct < S.call("size", S.col("_m")), keys_twice.cast(_TEXT_MAP)
-    ).otherwise(Sql(f"transform_keys({m}, (k_, v_) -> upper(k_))"))
-    keyed = S.project(objects, [*carried, S.col("value"), S.col("_m"), upper_keys.alias("_u")])
+    general: Sql = (
+        S.when(parsed.isNull(), not_an_object.cast(_TEXT_MAP))
+        .when(distinct < S.call("size", parsed), keys_twice.cast(_TEXT_MAP))
+        .otherwise(parsed)
+    )
+    if typed:
+        general = S.when(~S.col("_complete"), general)
+    objects = S.project(lines, [*carried, general.alias("_m")])
+    # Keys match column names exactly or, failing that, ignoring case (NES upper-cases
+    # unquoted identifiers, so `ts UINT64` is column TS and reads the key "ts").
+    upper_keys = Sql(f"transform_keys({S.col('_m').text}, (k_, v_) -> upper(k_))")
+    keyed = S.project(objects, [*carried, S.col("_m"), upper_keys.alias("_u")])
     texts = []
     for position, column in enumerate(spec.schema):
         name = str(column["name"])

@@ -21,9 +21,10 @@
  * - strings go through Spark's UTF8String, which writes an unpaired surrogate as '?';
  * - any failure while reading (malformed JSON, a constraint exceeded) makes the map NULL:
  *   the tuple is not a JSON object (the expressions read with from_json's PERMISSIVE mode);
- * - keys are upper-cased by Java's String.toUpperCase(Locale.ROOT), as Spark's upper is, and
- *   two keys equal so (a key given twice, or in two cases) fail the tuple, as transform_keys
- *   does (the expressions check this first, for a message naming the tuple).
+ * - keys are upper-cased by Spark's own upper of the UTF8_BINARY collation (ICU's case
+ *   mapping where spark.sql.icu.caseMappings.enabled, its default: the layout says which, as
+ *   the session had it when the query was planned), and two keys equal so (a key given
+ *   twice, or in two cases) fail the tuple, as the expressions check before transform_keys.
  * tests/connectors/test_json_typed_parse.py checks this against the expressions, and
  * factory() against Spark's own JSONOptions factory.
  */
@@ -43,8 +44,10 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
+import org.apache.spark.sql.catalyst.util.CollationFactory;
+import org.apache.spark.sql.catalyst.util.CollationSupport;
+import org.apache.spark.unsafe.types.UTF8String;
 
 public final class NesJsonKeys {
     private static final JsonFactory SPARK_FACTORY = JsonFactory.builder()
@@ -70,10 +73,11 @@ public final class NesJsonKeys {
 
     /**
      * The text of each column's key (names: the columns' names; upperNames: the same
-     * upper-cased, as the expressions look them up), NULL where it is missing or null; or
-     * null where the tuple is not a JSON object.
+     * upper-cased, as the expressions look them up; icu: whether Spark's upper maps case by
+     * ICU), NULL where it is missing or null; or null where the tuple is not a JSON object.
      */
-    static String[] texts(byte[] tuple, String[] names, String[] upperNames) throws KeysTwice {
+    static String[] texts(byte[] tuple, String[] names, String[] upperNames, boolean icu)
+            throws KeysTwice {
         List<String> keys = new ArrayList<>();
         List<String> values = new ArrayList<>();
         if (!read(tuple, keys, values)) {
@@ -81,7 +85,7 @@ public final class NesJsonKeys {
         }
         Map<String, Integer> upper = new HashMap<>(keys.size() * 2);
         for (int i = 0; i < keys.size(); i++) {
-            if (upper.putIfAbsent(keys.get(i).toUpperCase(Locale.ROOT), i) != null) {
+            if (upper.putIfAbsent(sparkUpper(keys.get(i), icu), i) != null) {
                 throw new KeysTwice();
             }
         }
@@ -132,6 +136,13 @@ public final class NesJsonKeys {
             generator.copyCurrentStructure(parser);
         }
         return new String(written.toByteArray(), StandardCharsets.UTF_8);
+    }
+
+    /** Spark's upper(text) in the UTF8_BINARY collation. */
+    private static String sparkUpper(String text, boolean icu) {
+        UTF8String upper = CollationSupport.Upper.exec(
+            UTF8String.fromString(text), CollationFactory.UTF8_BINARY_COLLATION_ID, icu);
+        return upper.toString();
     }
 
     /** ``text`` as Spark's UTF8String holds it: its UTF-8, where an unpaired surrogate is

@@ -30,7 +30,7 @@
  * The layout is a JSON object: "columns", NesCsvFields' column objects, each with a boolean
  * "typed" and the column's "name" and "upper" (its name upper-cased, as the expressions look
  * it up ignoring case) too; "notObject" and "keysTwice", the texts of those failures before
- * the tuple.
+ * the tuple; "icuCase", whether Spark's upper maps case by ICU in the session.
  */
 package io.streamctl;
 
@@ -56,11 +56,12 @@ public final class NesJsonTexts implements UDF4<byte[], Row, Boolean, String, Ro
         final String[] upperNames;
         final String notObject;
         final String keysTwice;
+        final boolean icuCase;
         final int[] wide;
         final int wideColumns;
 
         Layout(String text, NesCsvFields.Column[] columns, boolean[] typed, String[] names,
-               String[] upperNames, String notObject, String keysTwice) {
+               String[] upperNames, String notObject, String keysTwice, boolean icuCase) {
             this.text = text;
             this.columns = columns;
             this.typed = typed;
@@ -68,6 +69,7 @@ public final class NesJsonTexts implements UDF4<byte[], Row, Boolean, String, Ro
             this.upperNames = upperNames;
             this.notObject = notObject;
             this.keysTwice = keysTwice;
+            this.icuCase = icuCase;
             this.wide = NesCsvFields.widePositions(columns);
             this.wideColumns = NesCsvFields.wideCount(columns);
         }
@@ -79,7 +81,7 @@ public final class NesJsonTexts implements UDF4<byte[], Row, Boolean, String, Ro
         JsonNode root = MAPPER.readTree(text);
         JsonNode columns = root.path("columns");
         if (!columns.isArray() || !root.path("notObject").isTextual()
-                || !root.path("keysTwice").isTextual()) {
+                || !root.path("keysTwice").isTextual() || !root.path("icuCase").isBoolean()) {
             throw new IOException("malformed JSON texts layout: " + text);
         }
         boolean[] typed = new boolean[columns.size()];
@@ -92,7 +94,8 @@ public final class NesJsonTexts implements UDF4<byte[], Row, Boolean, String, Ro
             upperNames[i] = column.path("upper").asText();
         }
         return new Layout(text, NesCsvFields.columns(columns), typed, names, upperNames,
-            root.path("notObject").asText(), root.path("keysTwice").asText());
+            root.path("notObject").asText(), root.path("keysTwice").asText(),
+            root.path("icuCase").asBoolean());
     }
 
     @Override
@@ -122,7 +125,8 @@ public final class NesJsonTexts implements UDF4<byte[], Row, Boolean, String, Ro
             }
         } else {
             try {
-                texts = NesJsonKeys.texts(tuple, layout.names, layout.upperNames);
+                texts = NesJsonKeys.texts(tuple, layout.names, layout.upperNames,
+                    layout.icuCase);
             } catch (NesJsonKeys.KeysTwice twice) {
                 return NesCsvFields.failure(out, layout.keysTwice + tupleText(tuple) + "'");
             }
