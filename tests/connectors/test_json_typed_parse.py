@@ -199,12 +199,18 @@ def _compare(spark: Any, cases: list[Tuple]) -> None:
             assert _same(a, b), (case, name, a, b)
 
 
-@settings(
-    max_examples=4,
-    deadline=None,
-    phases=[Phase.explicit, Phase.reuse, Phase.generate],
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+def _spark_examples(count: int) -> Any:
+    """Hypothesis settings of a property that runs Spark queries: ``count`` examples (each is
+    a few queries), no deadline, no shrinking (a shrink is a query a step)."""
+    return settings(
+        max_examples=count,
+        deadline=None,
+        phases=[Phase.explicit, Phase.reuse, Phase.generate],
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+
+
+@_spark_examples(4)
 @given(cases=st.lists(tuples(), min_size=1, max_size=6))
 def test_the_typed_parse_gives_what_the_general_rules_give(
     spark: Any, typed_parse: str, cases: list[Tuple]
@@ -283,12 +289,7 @@ def _strict_members(line: str) -> list[tuple[str, Any]] | None:
     return list(value[1]) if isinstance(value, tuple) else None
 
 
-@settings(
-    max_examples=12,
-    deadline=None,
-    phases=[Phase.explicit, Phase.reuse, Phase.generate],
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@_spark_examples(12)
 @given(cases=st.lists(odd_syntax(), min_size=1, max_size=4))
 def test_tuples_in_any_syntax_read_as_from_json_reads_them(spark: Any, cases: list[Tuple]) -> None:
     """The jar's general rules (``NesJsonKeys``: the keys' texts) give what Spark's
