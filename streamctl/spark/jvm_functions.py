@@ -34,6 +34,7 @@ import re
 import sys
 import threading
 import weakref
+import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -48,6 +49,7 @@ __all__ = [
     "csv_fields_function",
     "fields_struct",
     "float_text_function",
+    "jar_digest",
     "json_fields_function",
     "json_layout",
     "json_texts_function",
@@ -62,6 +64,7 @@ JSON_FIELDS_CLASS: Final = "io.streamctl.NesJsonFields"
 CSV_FIELDS_CLASS: Final = "io.streamctl.NesCsvFields"
 JSON_TEXTS_CLASS: Final = "io.streamctl.NesJsonTexts"
 FLOAT_TEXT_CLASS: Final = "io.streamctl.NesFloatText"
+JAR_DIGEST_CLASS: Final = "io.streamctl.NesJarDigest"
 SOURCES_DIGEST_ENTRY: Final = "META-INF/streamctl-sources.sha256"
 """The jar's record of the sources it was built from (:func:`source_digest`)."""
 
@@ -105,6 +108,7 @@ _lock = threading.Lock()
 _registered: weakref.WeakKeyDictionary[Any, set[str] | None] = weakref.WeakKeyDictionary()
 """Per session: the functions registered there, or None where the jar's classes do not load."""
 _FLOAT_TEXT: Final = "streamctl_nes_float_text"
+_JAR_DIGEST: Final = "streamctl_jar_digest"
 
 
 def _function(session: SparkSession, name: str, java_class: str, return_type: Any) -> str | None:
@@ -133,25 +137,40 @@ def _function(session: SparkSession, name: str, java_class: str, return_type: An
 def _probe(session: SparkSession) -> set[str] | None:
     """The float text registered and run once in ``session``, or None where that fails: a
     Spark Connect server registers a Java UDF without loading its class, and only running it
-    shows whether the server has the jar."""
+    shows whether the server has the jar, and whether it is this jar's build
+    (``NesJarDigest.java``: a server started with another release's jar has the classes,
+    some with other signatures)."""
     from pyspark.sql.types import StringType
 
     try:
         session.udf.registerJavaFunction(_FLOAT_TEXT, FLOAT_TEXT_CLASS, StringType())
-        text = session.sql(f"SELECT {_FLOAT_TEXT}(CAST(0.5 AS DOUBLE))").collect()[0][0]
+        session.udf.registerJavaFunction(_JAR_DIGEST, JAR_DIGEST_CLASS, StringType())
+        text, digest = session.sql(
+            f"SELECT {_FLOAT_TEXT}(CAST(0.5 AS DOUBLE)), {_JAR_DIGEST}()"
+        ).collect()[0]
         if text != "0.5":
             raise RuntimeError(f"{_FLOAT_TEXT}(0.5) gave {text!r}")
+        if digest != jar_digest():
+            raise RuntimeError(
+                f"the session's jar is another build (sources {digest}, not {jar_digest()})"
+            )
     except Exception as error:  # the server's error, whatever its class: fall back
         log.warning(
-            "streamctl's Spark functions (%s) do not load in this Spark session, so JSON "
-            "tuples and floats are read and written by Spark expressions (slower); start a "
-            "Spark Connect server with --jars %s: %s",
+            "streamctl's Spark functions (%s) do not load in this Spark session, so CSV and "
+            "JSON tuples and floats are read and written by Spark expressions (slower); start "
+            "a Spark Connect server with --jars %s: %s",
             JAR.name,
             JAR,
             str(error).splitlines()[0] if str(error) else type(error).__name__,
         )
         return None
-    return {_FLOAT_TEXT}
+    return {_FLOAT_TEXT, _JAR_DIGEST}
+
+
+def jar_digest() -> str:
+    """The digest of the sources :data:`JAR` was built from, as the jar records it."""
+    with zipfile.ZipFile(JAR) as jar:
+        return jar.read(SOURCES_DIGEST_ENTRY).decode().strip()
 
 
 def json_fields_function(session: SparkSession, columns: Sequence[tuple[str, str]]) -> str | None:

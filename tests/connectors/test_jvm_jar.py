@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from streamctl.spark import jvm_functions
 from streamctl.spark.jvm_functions import (
     JAR,
     SOURCES_DIGEST_ENTRY,
@@ -130,7 +131,8 @@ def test_a_session_without_the_jar_gets_spark_expressions_and_one_warning(
         assert float_text_function(session) is None  # type: ignore[arg-type]
         assert json_fields_function(session, COLUMNS) is None  # type: ignore[arg-type]
         assert float_text_function(session) is None  # type: ignore[arg-type]
-    assert len(session.registered) == 1, "probed once per session"
+    # probed once per session: the float text and the jar's digest, registered once each
+    assert session.registered == ["streamctl_nes_float_text", "streamctl_jar_digest"]
     warnings = [record for record in caplog.records if "--jars" in record.getMessage()]
     assert len(warnings) == 1
 
@@ -155,3 +157,15 @@ def test_the_json_keys_are_read_with_the_factory_of_spark_from_json(spark: Any) 
         theirs, mine = getattr(sparks, constraints)(), getattr(ours, constraints)()
         for limit in limits:
             assert getattr(mine, limit)() == getattr(theirs, limit)(), (constraints, limit)
+
+
+def test_a_session_with_another_build_of_the_jar_plans_expressions(
+    spark: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Spark Connect server started with another release's jar has the classes, some with
+    other signatures: the probe tells the builds apart by the digest each jar records, and
+    such a session gets Spark expressions, not calls that fail in its queries."""
+    assert jvm_functions._probe(spark) is not None  # this build: the jar's functions
+    monkeypatch.setattr(jvm_functions, "jar_digest", lambda: "0" * 64)
+    assert jvm_functions._probe(spark) is None
+    assert "another build" in caplog.text
