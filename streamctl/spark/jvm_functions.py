@@ -14,9 +14,10 @@ Protocol:
   :func:`float_text_function` for NES's float text (``NesFloatText.java``). Each registers
   its Java UDF as a temporary function of the session (once per session and name) and
   returns the name, or ``None`` when the jar's classes do not load there (a Spark Connect
-  server started without ``--jars`` of the jar; the first request of a session runs the
-  float text once to find out). The caller then plans Spark expressions that give
-  the same values, slower: :mod:`streamctl.spark.tuples`' CSV expressions
+  server started without ``--jars`` of the jar, or with another release's jar; the first
+  request of a session runs the float text and ``NesJarDigest.java`` once to find out). The
+  caller then plans Spark expressions that give the same values, slower:
+  :mod:`streamctl.spark.tuples`' CSV expressions
   (``tests/connectors/test_csv_fields.py`` checks the two against each other),
   ``from_json`` (``tests/connectors/test_json_typed_parse.py`` checks both against the
   general rules) and :mod:`streamctl.spark.float_text`'s stages
