@@ -317,7 +317,8 @@ def _json_texts(
             for x in (f"t{i}", S.lit(None).cast("STRING") if i in fast else S.col(f"_j{i}"))
         ),
     )
-    tuple_bytes = S.col("value").cast("BINARY")
+    # the tuple itself only where the call reads its keys: a copy of its bytes otherwise
+    tuple_bytes = S.when(~S.col("_complete"), S.col("value").cast("BINARY"))
     call: Sql = S.call(function, tuple_bytes, typed_texts, S.col("_complete"), layout)
     if len(fast) == count:
         call = S.when(~S.col("_complete"), call)

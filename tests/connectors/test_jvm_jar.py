@@ -5,16 +5,14 @@ values are the general rules' values is ``test_json_typed_parse``'s)."""
 from __future__ import annotations
 
 import json
-import zipfile
 from typing import Any
 
 import pytest
 
 from streamctl.spark import jvm_functions
 from streamctl.spark.jvm_functions import (
-    JAR,
-    SOURCES_DIGEST_ENTRY,
     float_text_function,
+    jar_digest,
     json_fields_function,
     json_layout,
     source_digest,
@@ -24,9 +22,7 @@ COLUMNS = [("ID", "BIGINT"), ("V", "DOUBLE"), ("S", "STRING")]
 
 
 def test_the_jar_is_built_from_the_sources_beside_it() -> None:
-    with zipfile.ZipFile(JAR) as jar:
-        recorded = jar.read(SOURCES_DIGEST_ENTRY).decode().strip()
-    assert recorded == source_digest(), "run scripts/build_jvm_jar.sh after editing the sources"
+    assert jar_digest() == source_digest(), "run scripts/build_jvm_jar.sh after editing the sources"
 
 
 def _parse(spark: Any, lines: list[str]) -> list[Any]:

@@ -14,10 +14,11 @@
  * Contract: call(tuple, typedTexts, complete, layout) returns a struct as NesCsvFields does:
  * a first field NULL and the columns' values after it (NULL where a text is NULL and the
  * column nullable; a UINT64 of 2**63 or more in its wide field), or the message of the first
- * failure and NULLs. tuple is the tuple's UTF-8 bytes. With complete true (NesJsonFields took
- * the tuple), the columns the layout marks "typed" are skipped (their values are the typed
- * parse's) and the others' texts are typedTexts' (a struct of one string per column, in
- * order, as the typed parse read them); otherwise the texts are NesJsonKeys' of the tuple,
+ * failure and NULLs. tuple is the tuple's UTF-8 bytes (NULL where complete). With complete
+ * true (NesJsonFields took the tuple), the columns the layout marks "typed" are skipped
+ * (their values are the typed parse's) and the others' texts are typedTexts' (a struct of
+ * one string per column, in order, as the typed parse read them); otherwise the texts are
+ * NesJsonKeys' of the tuple,
  * and the tuple fails first where it is no JSON object or has two keys equal ignoring case.
  * It never throws on a tuple; a malformed layout (the planner's bug) fails the query.
  *
@@ -101,7 +102,8 @@ public final class NesJsonTexts implements UDF4<byte[], Row, Boolean, String, Ro
     @Override
     public Row call(byte[] tuple, Row typedTexts, Boolean complete, String textsLayout)
             throws IOException {
-        if (tuple == null || textsLayout == null) {
+        boolean skipTyped = Boolean.TRUE.equals(complete);
+        if ((tuple == null && !skipTyped) || textsLayout == null) {
             return null;
         }
         Layout layout = current;
@@ -111,7 +113,6 @@ public final class NesJsonTexts implements UDF4<byte[], Row, Boolean, String, Ro
         }
         NesCsvFields.Column[] columns = layout.columns;
         Object[] out = new Object[columns.length + 1 + layout.wideColumns];
-        boolean skipTyped = Boolean.TRUE.equals(complete);
         String[] texts;
         if (skipTyped) {
             if (typedTexts == null || typedTexts.length() != columns.length) {
