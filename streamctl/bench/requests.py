@@ -19,6 +19,12 @@ pass activity (scheduled to completed: the catalog's work) and the median time f
 completion to the next one's scheduling (the workflow task that answers a pass and starts the
 next). Passes run one after another, so ``requests_per_pass / (pass_ms + between_passes_ms)``
 bounds the rate.
+
+The batched measurement also reports the CPU each part of the stack used per request while
+its callers ran (``cpu_us_per_request``: the client, the coordinator worker with its pass
+processes, Temporal's dev server, the catalog's PostgreSQL backends, and their ``total``) and
+``cores_busy``: on a machine whose cores that total keeps busy, it bounds the rate as much as
+the serial pass does (cores / total CPU per request).
 """
 
 from __future__ import annotations
@@ -29,15 +35,18 @@ import statistics
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import psycopg
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 
-from streamctl.bench.stack import bench_stack
+from streamctl.bench.process_cpu import cpu_seconds
+from streamctl.bench.stack import bench_supervisor
 from streamctl.catalog.scratch import scratch_database
+from streamctl.catalog.urls import libpq_url
 from streamctl.client.client import CoordinatorClient
 from streamctl.worker.coordinator import ensure_coordinator
 from streamctl.workflows import messages as m
@@ -79,6 +88,50 @@ class Measurement:
     requests_per_pass: float = 0.0
     pass_ms_p50: float = 0.0
     between_passes_ms_p50: float = 0.0
+    cpu_us_per_request: dict[str, float] = field(default_factory=dict)
+    """CPU microseconds per request of each part of the stack while the callers ran
+    (:class:`StackProcesses`), and their ``total``."""
+    cores_busy: float = 0.0
+    """The parts' CPU seconds per second of the run: how many of the machine's cores they kept
+    busy."""
+
+
+@dataclass(frozen=True)
+class StackProcesses:
+    """The processes of a measurement's stack, by part: the client (this process), the
+    coordinator worker (with its pass processes), Temporal's dev server, and the PostgreSQL
+    backends serving the catalog (:mod:`streamctl.bench.process_cpu`)."""
+
+    worker_pids: tuple[int, ...]
+    temporal_pid: int
+    catalog_url: str
+
+    def cpu_seconds(self) -> dict[str, float]:
+        return {
+            "client": time.process_time(),
+            "coordinator": cpu_seconds(self.worker_pids),
+            "temporal": cpu_seconds([self.temporal_pid]),
+            "postgres": cpu_seconds(self._backend_pids()),
+        }
+
+    def _backend_pids(self) -> list[int]:
+        with psycopg.connect(libpq_url(self.catalog_url), autocommit=True) as connection:
+            rows = connection.execute(
+                "SELECT pid FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchall()
+        return [int(pid) for (pid,) in rows]
+
+
+def cpu_per_request(
+    before: dict[str, float], after: dict[str, float], requests: int
+) -> dict[str, float]:
+    """Each part's CPU microseconds per request between two readings, and their total. A part
+    whose reading went down (a PostgreSQL backend that ended between the readings took its
+    CPU with it) counts 0."""
+    used = {part: max(0.0, after[part] - before[part]) for part in before}
+    used["total"] = sum(used.values())
+    return {part: round(seconds / max(requests, 1) * 1e6, 1) for part, seconds in used.items()}
 
 
 @dataclass(frozen=True)
@@ -160,6 +213,7 @@ async def measure(
     concurrency: int,
     *,
     naive: bool,
+    processes: StackProcesses | None = None,
 ) -> Measurement:
     tag = f"b{uuid.uuid4().hex[:8]}"
     workflow_id = f"bench-{tag}"
@@ -184,9 +238,11 @@ async def measure(
             errors += 0 if response.ok else 1
 
     try:
+        cpu_before = processes.cpu_seconds() if processes else {}
         started = time.perf_counter()
         await asyncio.gather(*(caller(i) for i in range(concurrency)))
         seconds = time.perf_counter() - started
+        cpu_after = processes.cpu_seconds() if processes else {}
         timeline = await pass_timeline(temporal, handle)
     finally:
         await asyncio.to_thread(client.close)
@@ -209,6 +265,12 @@ async def measure(
         requests_per_pass=round(len(latencies) / timeline.passes, 1) if timeline.passes else 0.0,
         pass_ms_p50=timeline.pass_ms_p50,
         between_passes_ms_p50=timeline.between_passes_ms_p50,
+        cpu_us_per_request=cpu_per_request(cpu_before, cpu_after, len(latencies))
+        if processes
+        else {},
+        cores_busy=round((sum(cpu_after.values()) - sum(cpu_before.values())) / seconds, 2)
+        if processes
+        else 0.0,
     )
 
 
@@ -224,10 +286,19 @@ async def _run(
     concurrency: int,
 ) -> dict[str, Any]:
     with scratch_database(server_url, prefix="streamctl_bench") as catalog_url:
-        async with bench_stack(catalog_url) as (address, temporal):
+        async with bench_supervisor(catalog_url) as supervisor:
+            address, temporal = supervisor.address, supervisor.client
+            assert temporal is not None and supervisor.temporal is not None
+            processes = StackProcesses(
+                tuple(worker.pid for worker in supervisor.workers),
+                supervisor.temporal.pid,
+                catalog_url,
+            )
             # Warm the worker (engine, migrations, imports) so neither side pays for it.
             await measure(temporal, address, base, 500, 50, naive=False)
-            batched = await measure(temporal, address, base, requests, concurrency, naive=False)
+            batched = await measure(
+                temporal, address, base, requests, concurrency, naive=False, processes=processes
+            )
             naive = await measure(temporal, address, base, naive_requests, 8, naive=True)
             points = []
             if sweep:
@@ -250,6 +321,8 @@ async def _run(
         "p99_ms": batched.p99_ms,
         "updates_per_s": batched.updates_per_s,
         "workflow_messages_per_s": batched.workflow_messages_per_s,
+        "cpu_us_per_request": batched.cpu_us_per_request,
+        "cores_busy": batched.cores_busy,
         "naive_p50_ms": naive.p50_ms,
         "naive_updates_per_s": naive.updates_per_s,
         "errors": batched.errors + naive.errors,
