@@ -2,8 +2,9 @@
 
 ``bulk_insert`` writes what it is given: generated rows written (COPY's text format on
 PostgreSQL, an executemany on SQLite) and read back through SQLAlchemy are the same rows.
-``one_of`` finds exactly the rows whose key is one of the keys asked for (one bound array on
-PostgreSQL), whatever the keys hold.
+``one_of`` finds exactly the rows whose key is one of the keys asked for (one bound parameter
+on PostgreSQL), whatever the keys hold: text one character wider than its column, integers
+beyond a 32-bit column's range.
 
 The values are those a pass writes and worse: text with COPY's special characters (backslash,
 tab, newline, carriage return), text that looks like COPY's NULL (``\\N``), non-ASCII text,
@@ -149,6 +150,7 @@ KEYED = Table(
     METADATA,
     Column("name", String(40), primary_key=True),
     Column("number", BigInteger, nullable=False),
+    Column("small", Integer, nullable=False),
 )
 
 
@@ -165,11 +167,20 @@ KEYED = Table(
             # match (a cast of the keys to the column's VARCHAR(40) would cut them to these).
             texts(list(SPECIALS)).map(lambda value: value[:40].ljust(40, "p")),
         ),
-        st.integers(INT64_MIN, INT64_MAX),
+        st.one_of(
+            st.integers(INT64_MIN, INT64_MAX),
+            st.sampled_from([INT32_MIN - 1, INT32_MIN, INT32_MAX, INT32_MAX + 1]),
+        ),
         max_size=12,
     ),
     asked=st.lists(texts(list(SPECIALS)).map(lambda value: value[:40]), max_size=6),
-    numbers=st.lists(st.integers(INT64_MIN, INT64_MAX), max_size=6),
+    numbers=st.lists(
+        st.one_of(
+            st.integers(INT64_MIN, INT64_MAX),
+            st.sampled_from([INT32_MIN - 1, INT32_MIN, INT32_MAX, INT32_MAX + 1]),
+        ),
+        max_size=6,
+    ),
     data=st.data(),
 )
 def test_one_of_finds_exactly_the_keys_asked_for(engine, stored, asked, numbers, data):
@@ -182,7 +193,11 @@ def test_one_of_finds_exactly_the_keys_asked_for(engine, stored, asked, numbers,
     wanted = numbers + [stored[name] for name in names if name in stored][:3]
     with Session(engine) as session, session.begin():
         session.execute(KEYED.delete())
-        bulk_insert(session, KEYED, [{"name": k, "number": v} for k, v in stored.items()])
+        bulk_insert(
+            session,
+            KEYED,
+            [{"name": k, "number": v, "small": _small(v)} for k, v in stored.items()],
+        )
     with Session(engine) as session:
         found_names = {
             name
@@ -198,5 +213,18 @@ def test_one_of_finds_exactly_the_keys_asked_for(engine, stored, asked, numbers,
                 select(KEYED.c.number).where(one_of(session, KEYED.c.number, chunk))
             )
         }
+        found_smalls = {
+            small
+            for chunk in key_chunks(session, wanted)
+            for small in session.scalars(
+                select(KEYED.c.small).where(one_of(session, KEYED.c.small, chunk))
+            )
+        }
     assert found_names == set(names) & set(stored)
     assert found_numbers == set(wanted) & set(stored.values())
+    assert found_smalls == set(wanted) & {_small(v) for v in stored.values()}
+
+
+def _small(number: int) -> int:
+    """A 64-bit number folded into 32 bits (as often as not the number itself)."""
+    return number if INT32_MIN <= number <= INT32_MAX else number % INT32_MAX

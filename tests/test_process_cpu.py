@@ -1,19 +1,22 @@
 """``bench requests``' CPU readings (:mod:`streamctl.bench.process_cpu`) count a process's
-descendants while they live and after they were waited for, as the coordinator worker's pass
-processes are; and the per-request figures count a reading that went down (a backend that
-ended) as nothing rather than as negative CPU."""
+descendants while they live, whichever thread started them, and after they were waited for,
+as the coordinator worker's pass processes are; a command name that is no UTF-8 is read too.
+Between two readings, each process counts what it used since the first (all of it when it
+started in between), and one that ended counts nothing, without hiding the others."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from streamctl.bench.process_cpu import tree_cpu_seconds
-from streamctl.bench.requests import cpu_per_request
+from streamctl.bench.requests import cpu_per_request, cpu_used
 
 BURN = """
 import sys, time
@@ -23,31 +26,91 @@ print(time.process_time(), flush=True)
 sys.stdin.read()
 """
 
-TICK = 0.02
-"""The readings' granularity (clock ticks, at 100 a second), twice."""
+TICKS = 4 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.04
+"""The readings' granularity: utime and stime are each rounded down, in two processes."""
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
-def test_a_child_counts_while_it_lives_and_after_it_was_waited_for() -> None:
+def _burning(executable: str = sys.executable) -> tuple[subprocess.Popen[str], float]:
+    """A child that used 0.3 s of CPU and waits for its stdin to close, and that CPU as it
+    counted it itself."""
     child = subprocess.Popen(
-        [sys.executable, "-c", BURN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [executable, "-c", BURN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
-    assert child.stdout is not None and child.stdin is not None
-    burnt = float(child.stdout.readline())  # the child's own count of the CPU it used
-    own = time.process_time()
-    alive = tree_cpu_seconds(os.getpid())
-    assert alive >= own + burnt - TICK
+    assert child.stdout is not None
+    return child, float(child.stdout.readline())
+
+
+def _descendants_cpu() -> float:
+    """This process's reading less its own CPU: that of its children, live or waited for."""
+    return tree_cpu_seconds(os.getpid()) - time.process_time()
+
+
+def _end(child: subprocess.Popen[str]) -> None:
+    assert child.stdin is not None
     child.stdin.close()
-    child.wait()  # its CPU moves to this process's count of waited-for children
-    assert tree_cpu_seconds(os.getpid()) >= alive - TICK
+    child.wait()
+
+
+@linux
+def test_a_child_counts_while_it_lives_and_after_it_was_waited_for() -> None:
+    earlier = _descendants_cpu()  # earlier tests' children, waited for
+    child, burnt = _burning()
+    alive = _descendants_cpu()
+    assert alive >= earlier + burnt - TICKS
+    _end(child)  # its CPU moves to this process's count of waited-for children
+    assert _descendants_cpu() >= alive - TICKS
     assert tree_cpu_seconds(child.pid) == 0.0  # gone: nothing to read
 
 
-def test_per_request_figures_count_a_reading_that_went_down_as_nothing() -> None:
-    before = {"client": 1.0, "postgres": 5.0}
-    after = {"client": 3.0, "postgres": 4.0}
-    assert cpu_per_request(before, after, 1000) == {
-        "client": 2000.0,
-        "postgres": 0.0,
-        "total": 2000.0,
+@linux
+def test_a_child_another_thread_started_counts() -> None:
+    # The thread lives on while the reading is taken: a thread that ends hands its children
+    # to the main thread.
+    started: list[tuple[subprocess.Popen[str], float]] = []
+    ready, read = threading.Event(), threading.Event()
+
+    def start_child() -> None:
+        started.append(_burning())
+        ready.set()
+        read.wait()
+
+    earlier = _descendants_cpu()
+    thread = threading.Thread(target=start_child)
+    thread.start()
+    ready.wait()
+    [(child, burnt)] = started
+    try:
+        assert _descendants_cpu() >= earlier + burnt - TICKS
+    finally:
+        read.set()
+        thread.join()
+        _end(child)
+
+
+@linux
+def test_a_command_name_that_is_no_utf8_is_read(tmp_path: Path) -> None:
+    # The kernel keeps 15 bytes of the name: the eighth "é" is cut in half.
+    executable = tmp_path / ("é" * 9)
+    executable.symlink_to(sys.executable)
+    child, burnt = _burning(str(executable))
+    try:
+        assert tree_cpu_seconds(child.pid) >= burnt - TICKS
+    finally:
+        _end(child)
+
+
+def test_each_process_counts_what_it_used_since_the_first_reading() -> None:
+    before = {"client": {1: 1.0}, "postgres": {10: 100.0, 11: 5.0}}
+    # 10 ended (its CPU is gone with it), 11 used 2 s more, 12 started and used 1 s.
+    after = {"client": {1: 3.0}, "postgres": {11: 7.0, 12: 1.0}}
+    used = cpu_used(before, after)
+    assert used == {"client": 2.0, "postgres": 3.0}
+    assert cpu_per_request(used, 1000) == {"client": 2000.0, "postgres": 3000.0, "total": 5000.0}
+
+
+def test_a_part_without_a_first_reading_is_left_out() -> None:
+    assert cpu_used({"client": {1: 1.0}}, {"client": {1: 2.0}, "postgres": {7: 9.0}}) == {
+        "client": 1.0
     }

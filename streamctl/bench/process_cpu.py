@@ -5,10 +5,12 @@ processes, Temporal's dev server, PostgreSQL) is bound by the machine's cores as
 one process: ``bench requests`` reports each one's CPU per request, so the figure that bounds
 the rate is measured rather than guessed.
 
-:func:`tree_cpu_seconds` counts a process, its live descendants, and the descendants it has
-already waited for (the kernel adds those to the parent's ``cutime``/``cstime``): a pass process
-that a renewing pool replaced between two readings still counts. Elsewhere than Linux, and for
-processes that are gone or unreadable, the readings are 0.
+:func:`tree_cpu_seconds` counts a process, the descendants it has waited for (the kernel adds
+those to the parent's ``cutime``/``cstime``: a pass process that a renewing pool replaced still
+counts), and the descendants alive at the reading, whichever thread started them. Not counted:
+a descendant whose parent ended before it (it belongs to init then), and one reaped between
+the reading of its parent and of the parent's children (missed by that one reading). Elsewhere
+than Linux, and for processes that are gone or unreadable, the readings are 0.
 """
 
 from __future__ import annotations
@@ -24,20 +26,27 @@ def _stat_fields(pid: int) -> list[str] | None:
     """The fields of ``/proc/<pid>/stat`` after the command name (state is the first), or
     None when the process is gone or unreadable."""
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
+        data = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
         return None
-    # The command name is in parentheses and may itself hold spaces and parentheses.
-    return text[text.rfind(")") + 2 :].split()
+    # The command name is in parentheses and may itself hold spaces, parentheses and bytes
+    # that are no UTF-8 (the kernel cuts it at 15 bytes, inside a character too).
+    return data[data.rfind(b")") + 2 :].decode("ascii").split()
 
 
 def _children(pid: int) -> list[int]:
+    """The live children of ``pid``, whichever of its threads started them."""
+    children: list[int] = []
     try:
-        return [
-            int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        ]
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
-        return []
+        return children
+    for task in tasks:
+        try:
+            children.extend(int(child) for child in (task / "children").read_text().split())
+        except OSError:
+            continue  # the thread ended meanwhile
+    return children
 
 
 def tree_cpu_seconds(pid: int) -> float:
@@ -51,6 +60,14 @@ def tree_cpu_seconds(pid: int) -> float:
     return own + sum(tree_cpu_seconds(child) for child in _children(pid))
 
 
-def cpu_seconds(pids: Iterable[int]) -> float:
-    """:func:`tree_cpu_seconds` summed over ``pids``."""
-    return sum(tree_cpu_seconds(pid) for pid in pids)
+def cpu_by_pid(pids: Iterable[int]) -> dict[int, float]:
+    """:func:`tree_cpu_seconds` of each of ``pids`` that can be read."""
+    return {pid: seconds for pid in pids if (seconds := tree_cpu_seconds(pid)) > 0.0}
+
+
+def command_name(pid: int) -> str | None:
+    """The process's command name (``/proc/<pid>/comm``), or None when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_bytes().decode(errors="replace").strip()
+    except OSError:
+        return None

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import statistics
 import time
 import uuid
@@ -39,14 +40,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import psycopg
+from sqlalchemy.engine import make_url
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 
-from streamctl.bench.process_cpu import cpu_seconds
+from streamctl.bench.process_cpu import command_name, cpu_by_pid
 from streamctl.bench.stack import bench_supervisor
 from streamctl.catalog.scratch import scratch_database
-from streamctl.catalog.urls import libpq_url
+from streamctl.catalog.urls import libpq_url, normalize_url
 from streamctl.client.client import CoordinatorClient
 from streamctl.worker.coordinator import ensure_coordinator
 from streamctl.workflows import messages as m
@@ -96,23 +98,30 @@ class Measurement:
     busy."""
 
 
+CpuReadings = dict[str, dict[int, float]]
+"""CPU seconds by part of the stack, by process (:class:`StackProcesses`)."""
+
+
 @dataclass(frozen=True)
 class StackProcesses:
     """The processes of a measurement's stack, by part: the client (this process), the
     coordinator worker (with its pass processes), Temporal's dev server, and the PostgreSQL
-    backends serving the catalog (:mod:`streamctl.bench.process_cpu`)."""
+    backends serving the catalog (:mod:`streamctl.bench.process_cpu`); the last only for a
+    catalog on this machine, whose backends' pids are this machine's."""
 
     worker_pids: tuple[int, ...]
     temporal_pid: int
     catalog_url: str
 
-    def cpu_seconds(self) -> dict[str, float]:
-        return {
-            "client": time.process_time(),
-            "coordinator": cpu_seconds(self.worker_pids),
-            "temporal": cpu_seconds([self.temporal_pid]),
-            "postgres": cpu_seconds(self._backend_pids()),
+    def cpu_readings(self) -> CpuReadings:
+        readings = {
+            "client": {os.getpid(): time.process_time()},
+            "coordinator": cpu_by_pid(self.worker_pids),
+            "temporal": cpu_by_pid([self.temporal_pid]),
         }
+        if _is_local(self.catalog_url):
+            readings["postgres"] = cpu_by_pid(self._backend_pids())
+        return readings
 
     def _backend_pids(self) -> list[int]:
         with psycopg.connect(libpq_url(self.catalog_url), autocommit=True) as connection:
@@ -120,18 +129,29 @@ class StackProcesses:
                 "SELECT pid FROM pg_stat_activity "
                 "WHERE datname = current_database() AND pid <> pg_backend_pid()"
             ).fetchall()
-        return [int(pid) for (pid,) in rows]
+        return [int(pid) for (pid,) in rows if command_name(int(pid)) == "postgres"]
 
 
-def cpu_per_request(
-    before: dict[str, float], after: dict[str, float], requests: int
-) -> dict[str, float]:
-    """Each part's CPU microseconds per request between two readings, and their total. A part
-    whose reading went down (a PostgreSQL backend that ended between the readings took its
-    CPU with it) counts 0."""
-    used = {part: max(0.0, after[part] - before[part]) for part in before}
-    used["total"] = sum(used.values())
-    return {part: round(seconds / max(requests, 1) * 1e6, 1) for part, seconds in used.items()}
+def _is_local(url: str) -> bool:
+    host = make_url(normalize_url(url)).host
+    return host in (None, "", "localhost", "127.0.0.1", "::1") or host.startswith("/")
+
+
+def cpu_used(before: CpuReadings, after: CpuReadings) -> dict[str, float]:
+    """Each part's CPU seconds between two readings: over the processes of the later one, what
+    each used since the earlier (all of it for one that started in between). A process that
+    ended in between is not counted, nor what it used."""
+    return {
+        part: sum(max(0.0, seconds - before[part].get(pid, 0.0)) for pid, seconds in by_pid.items())
+        for part, by_pid in after.items()
+        if part in before
+    }
+
+
+def cpu_per_request(used: dict[str, float], requests: int) -> dict[str, float]:
+    """:func:`cpu_used` in microseconds per request, with the parts' ``total``."""
+    figures = {**used, "total": sum(used.values())}
+    return {part: round(seconds / max(requests, 1) * 1e6, 1) for part, seconds in figures.items()}
 
 
 @dataclass(frozen=True)
@@ -238,17 +258,18 @@ async def measure(
             errors += 0 if response.ok else 1
 
     try:
-        cpu_before = processes.cpu_seconds() if processes else {}
+        cpu_before = processes.cpu_readings() if processes else {}
         started = time.perf_counter()
         await asyncio.gather(*(caller(i) for i in range(concurrency)))
         seconds = time.perf_counter() - started
-        cpu_after = processes.cpu_seconds() if processes else {}
+        cpu_after = processes.cpu_readings() if processes else {}
         timeline = await pass_timeline(temporal, handle)
     finally:
         await asyncio.to_thread(client.close)
         await handle.terminate("benchmark measurement done")
     latencies.sort()
     sent = client.stats
+    used = cpu_used(cpu_before, cpu_after)
     return Measurement(
         requests=len(latencies),
         seconds=round(seconds, 3),
@@ -265,12 +286,8 @@ async def measure(
         requests_per_pass=round(len(latencies) / timeline.passes, 1) if timeline.passes else 0.0,
         pass_ms_p50=timeline.pass_ms_p50,
         between_passes_ms_p50=timeline.between_passes_ms_p50,
-        cpu_us_per_request=cpu_per_request(cpu_before, cpu_after, len(latencies))
-        if processes
-        else {},
-        cores_busy=round((sum(cpu_after.values()) - sum(cpu_before.values())) / seconds, 2)
-        if processes
-        else 0.0,
+        cpu_us_per_request=cpu_per_request(used, len(latencies)) if processes else {},
+        cores_busy=round(sum(used.values()) / seconds, 2),
     )
 
 
