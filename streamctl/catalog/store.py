@@ -227,13 +227,12 @@ def one_of(session: Session, column: Any, values: Iterable[Any]) -> ColumnElemen
         keys = _json_keys(column, values)
         if keys is not None:
             return cast(
-                "ColumnElement[bool]", column == any_(func.array(_elements_of(keys, values)))
+                "ColumnElement[bool]", column == any_(func.array(_elements_of(keys, column)))
             )
-        # Text, not VARCHAR(n): a cast to the column's width would cut longer keys.
-        element_type = Text() if isinstance(column.type, String) else column.type
         return cast(
             "ColumnElement[bool]",
-            column == any_(bindparam(None, values, type_=postgresql.ARRAY(element_type))),
+            column
+            == any_(bindparam(None, values, type_=postgresql.ARRAY(_key_type(column, False)))),
         )
     return cast("ColumnElement[bool]", column.in_(values))
 
@@ -270,13 +269,21 @@ def _json_keys(column: Any, values: list[Any]) -> str | None:
     return None
 
 
-def _elements_of(keys: str, values: list[Any]) -> Any:
-    """``SELECT`` of the elements of the JSON array ``keys``, as text, or as 64-bit integers
-    when ``values`` are integers. Text, not the key column's own type: a cast to
-    ``VARCHAR(n)`` would cut a longer key to ``n`` characters, and then match another key."""
-    element_type: Any = BigInteger() if type(values[0]) is int else Text()
+def _elements_of(keys: str, column: Any) -> Any:
+    """``SELECT`` of the elements of the JSON array ``keys``, typed as :func:`_key_type`."""
     elements = func.json_array_elements_text(sql_cast(bindparam(None, keys, type_=Text()), JSON))
-    return select(sql_cast(elements, element_type)).scalar_subquery()
+    return select(sql_cast(elements, _key_type(column, True))).scalar_subquery()
+
+
+def _key_type(column: Any, from_json: bool) -> Any:
+    """The type keys are compared with ``column`` as: text for a text column, not its
+    ``VARCHAR(n)``, whose cast would cut a longer key to ``n`` characters and then match
+    another key; 64-bit integers for the JSON form's integer keys; else the column's own."""
+    if isinstance(column.type, String):
+        return Text()
+    if from_json and isinstance(column.type, Integer):
+        return BigInteger()
+    return column.type
 
 
 def dispose_all() -> None:
