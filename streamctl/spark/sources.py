@@ -59,6 +59,7 @@ from streamctl.planner.generator_schema import (
 )
 from streamctl.spark.generator import GeneratorPlan
 from streamctl.spark.specs import ConnectorError, SourceSpec
+from streamctl.spark.sql_text import Relation
 from streamctl.spark.tuples import conform, java_regex_literal, parse_lines
 from streamctl.spark.types import spark_schema
 
@@ -75,6 +76,7 @@ __all__ = [
     "kafka_reader_options",
     "parse_lines",
     "read_source",
+    "source_relation",
 ]
 
 KAFKA_JARS_ENV: Final = "STREAMCTL_SPARK_KAFKA_JARS"
@@ -116,11 +118,19 @@ def is_bounded(spec: SourceSpec) -> bool:
 
 
 def read_source(session: SparkSession, spec: SourceSpec, staging_dir: Path) -> DataFrame:
-    """A streaming DataFrame of the physical source, with the logical source's columns.
+    """A streaming DataFrame of the physical source, with the logical source's columns,
+    analysed with the session's settings.
 
     Raises :class:`ConnectorError` when the source cannot be read here (missing file, jar).
     """
-    readers: dict[str, Callable[[SparkSession, SourceSpec, Path], DataFrame]] = {
+    return source_relation(session, spec, staging_dir).frame()
+
+
+def source_relation(session: SparkSession, spec: SourceSpec, staging_dir: Path) -> Relation:
+    """:func:`read_source` before Spark analyses its parsing: Spark's reader of the source
+    and the steps over it, for the planner to continue (:func:`streamctl.spark.translate.build`
+    analyses them with the query's operators, as one query under its settings)."""
+    readers: dict[str, Callable[[SparkSession, SourceSpec, Path], Relation]] = {
         "FILE": _read_file,
         "INLINE": _read_inline,
         "GENERATOR": _read_generator,
@@ -191,7 +201,7 @@ def _spark_path(path: str) -> str:
     return _literal_glob(str(local))
 
 
-def _read_file(session: SparkSession, spec: SourceSpec, staging_dir: Path) -> DataFrame:
+def _read_file(session: SparkSession, spec: SourceSpec, staging_dir: Path) -> Relation:
     path = _spark_path(str(spec.config["file_path"]))
     if spec.config["format"] == "PARQUET":
         frame = session.readStream.schema(_input_schema(spec.schema)).parquet(path)
@@ -234,7 +244,7 @@ def _staged_file(staging_dir: Path, stem: str, identity: Any, write: Callable[[A
     return _literal_glob(str(target.absolute()))
 
 
-def _read_inline(session: SparkSession, spec: SourceSpec, staging_dir: Path) -> DataFrame:
+def _read_inline(session: SparkSession, spec: SourceSpec, staging_dir: Path) -> Relation:
     data = str(spec.config["data"])
     identity = {"id": spec.id, "data": data, "delimiter": spec.config["tuple_delimiter"]}
     path = _staged_file(staging_dir, f"inline-{spec.id}", identity, lambda out: out.write(data))
@@ -257,7 +267,7 @@ def generator_plan(spec: SourceSpec) -> GeneratorPlan:
     )
 
 
-def _read_generator(session: SparkSession, spec: SourceSpec, staging_dir: Path) -> DataFrame:
+def _read_generator(session: SparkSession, spec: SourceSpec, staging_dir: Path) -> Relation:
     try:
         plan = generator_plan(spec)
         if not plan.is_bounded():
@@ -330,7 +340,7 @@ def _generated_lines(session: SparkSession, plan: GeneratorPlan) -> DataFrame:
 # --- TCP and KAFKA ---------------------------------------------------------------------------
 
 
-def _read_tcp(session: SparkSession, spec: SourceSpec, staging_dir: Path) -> DataFrame:
+def _read_tcp(session: SparkSession, spec: SourceSpec, staging_dir: Path) -> Relation:
     lines = (
         session.readStream.format("socket")
         .option("host", spec.config["host"])
@@ -397,7 +407,7 @@ def kafka_reader_options(config: Mapping[str, Any]) -> dict[str, str]:
     return options
 
 
-def _read_kafka(session: SparkSession, spec: SourceSpec, staging_dir: Path) -> DataFrame:
+def _read_kafka(session: SparkSession, spec: SourceSpec, staging_dir: Path) -> Relation:
     from pyspark.sql import functions as F
 
     _check_kafka_available(session)

@@ -95,7 +95,7 @@ from streamctl.spark.expressions import (
     to_long_bits,
     wrap_value,
 )
-from streamctl.spark.sql_text import Sql
+from streamctl.spark.sql_text import Relation, Sql
 from streamctl.spark.types import quote_identifier, spark_type_ddl
 
 __all__ = [
@@ -136,8 +136,14 @@ _EVENT_TIME: Final = "nes#event_time"
 _WINDOW: Final = "nes#window"
 _ROW_COUNT: Final = "nes#rows"
 
-ReadSource = Callable[[str], DataFrame]
-"""Returns a streaming DataFrame with exactly a logical source's columns (catalog names)."""
+ReadSource = Callable[[str], DataFrame | Relation]
+"""Returns a streaming DataFrame with exactly a logical source's columns (catalog names), or
+the :class:`~streamctl.spark.sql_text.Relation` that becomes one (its steps are then analysed
+with the operators above it, under :data:`SPARK_CONF`)."""
+
+Rows = DataFrame | Relation
+"""An operator's rows: a DataFrame, or scans, filters and projections over a source's
+Relation not yet analysed (:func:`_frame`)."""
 ReadInline = Callable[[plan.InlineScan], DataFrame]
 """Returns a streaming DataFrame with exactly an inline source's schema columns."""
 
@@ -193,14 +199,16 @@ def build(
     marker directories go there; the same ``work_dir`` on restart reuses them).
 
     Raises :class:`~streamctl.planner.errors.PlannerError` for plans it cannot run."""
-    # Sources are read with the session's own settings (connectors keep their semantics);
-    # only the plan's operators are built under SPARK_CONF, one build at a time so that
-    # concurrent builds on one session cannot see each other's temporary settings.
+    # Sources are read with the session's own settings (connectors keep their semantics).
+    # A source's parsing steps (a Relation) and the scans, filters and projections above it
+    # are analysed once, as one query, under SPARK_CONF with the plan's other operators (as
+    # Spark Connect analyses the whole query); one build at a time, so that concurrent builds
+    # on one session cannot see each other's temporary settings.
     inputs = _read_inputs(query_plan.root, read_source, read_inline)
     translator = _Translator(session, inputs, bounded, Path(work_dir), query_plan.root)
     with _CONF_LOCK, spark_conf(session):
         try:
-            frame = translator.operator(query_plan.root)
+            frame = _frame(translator.operator(query_plan.root))
         except RecursionError:
             raise PlannerError(INVALID_STATEMENT, "plan is nested too deeply") from None
     return TranslatedQuery(
@@ -216,11 +224,16 @@ def build(
 _CONF_LOCK: Final = threading.Lock()
 
 
+def _frame(rows: Rows) -> DataFrame:
+    """``rows`` as a DataFrame: a Relation is analysed here, with the settings in force."""
+    return rows.frame() if isinstance(rows, Relation) else rows
+
+
 def _read_inputs(
     root: plan.Operator, read_source: ReadSource, read_inline: ReadInline | None
-) -> dict[int, DataFrame]:
-    """The DataFrame of every scan of the plan, keyed by the scan node's identity."""
-    frames: dict[int, DataFrame] = {}
+) -> dict[int, Rows]:
+    """The rows of every scan of the plan, keyed by the scan node's identity."""
+    frames: dict[int, Rows] = {}
     for operator in plan.walk(root):
         if isinstance(operator, plan.Scan):
             frames[id(operator)] = read_source(operator.source)
@@ -250,7 +263,7 @@ class _Translator:
     def __init__(
         self,
         session: SparkSession,
-        inputs: dict[int, DataFrame],
+        inputs: dict[int, Rows],
         bounded: bool,
         work_dir: Path,
         root: plan.Operator,
@@ -270,9 +283,14 @@ class _Translator:
 
     # -- operators
 
-    def operator(self, operator: plan.Operator) -> DataFrame:
+    def frame(self, operator: plan.Operator) -> DataFrame:
+        """:meth:`operator` as a DataFrame."""
+        return _frame(self.operator(operator))
+
+    def operator(self, operator: plan.Operator) -> Rows:
         """``operator``'s rows, plus the hidden columns it carries (event-time columns a
-        stacked window above reads; operators pass them through)."""
+        stacked window above reads; operators pass them through). Scans, filters and
+        projections over a source's Relation stay steps of it."""
         if isinstance(operator, plan.Scan | plan.InlineScan):
             return S.project(
                 self.inputs[id(operator)],
@@ -282,7 +300,10 @@ class _Translator:
                 ],
             )
         if isinstance(operator, plan.Filter):
-            return self.operator(operator.input).filter(expression(operator.predicate).text)
+            rows, predicate = self.operator(operator.input), expression(operator.predicate)
+            if isinstance(rows, Relation):
+                return rows.where(predicate)
+            return rows.filter(predicate.text)
         if isinstance(operator, plan.Project):
             return S.project(
                 self.operator(operator.input),
@@ -292,9 +313,9 @@ class _Translator:
                 ],
             )
         if isinstance(operator, plan.Union):
-            left = self.operator(operator.left)
+            left = self.frame(operator.left)
             right = S.project(
-                self.operator(operator.right),
+                self.frame(operator.right),
                 [
                     column(r.name).alias(left_field.name)
                     for r, left_field in zip(
@@ -329,7 +350,7 @@ class _Translator:
         passed = [c for c in self.carried(operator) if c != carrier]
         event_time = _EVENT_TIME + suffix
         if carrier is None:
-            frame = self.operator(operator)
+            frame = self.frame(operator)
             time_type = next(f.type for f in operator.fields if f.name == time_column)
             event_ms = to_long_bits(column(time_column), time_type)
             if self.bounded:
@@ -357,7 +378,7 @@ class _Translator:
             # A stacked window: no watermark of its own (Spark refuses a second one); the time
             # is the marked column the window operator below carries up, whose watermark is
             # the sources' (bounded sources' markers included).
-            frame = self.operator(operator)
+            frame = self.frame(operator)
             carried = column(carrier.name)
             time = S.call("window_time", carried) if carrier.kind == "struct" else carried
             frame = frame.withColumn(event_time, time.column())

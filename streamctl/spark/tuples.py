@@ -103,22 +103,23 @@ def java_regex_literal(char: str) -> str:
 
 def parse_lines(
     lines: DataFrame, spec: SourceSpec, parser: Mapping[str, Any] | None = None
-) -> DataFrame:
+) -> Relation:
     """Typed columns from text tuples (column ``value``) by the rules of the module docstring
-    ("Parsing"); ``parser`` overrides options of ``spec.config`` (generators write CSV)."""
+    ("Parsing"); ``parser`` overrides options of ``spec.config`` (generators write CSV). The
+    steps are analysed when the Relation becomes a DataFrame (:meth:`Relation.frame`)."""
     options = {**spec.config, **(parser or {})}
     value = S.col("value")
     # one query: Spark parses and analyses the projections below once (S.Relation)
     nonempty = S.Relation(lines).where(value != "")  # not length(): it counts characters
     if options["format"] == "JSON":
-        return _json_columns(nonempty, spec).frame()
+        return _json_columns(nonempty, spec)
     quoted = bool(options["allow_delimiter_in_quotes"])
     nes_types = [canonical_type(column["type"]) for column in spec.schema]
     function = csv_fields_function(nonempty.session, nes_types)
     # the Java parse splits at one UTF-16 unit: a delimiter beyond the BMP takes the expressions
     if function is not None and ord(options["field_delimiter"]) <= 0xFFFF:
-        return _csv_fields(nonempty, spec, function, options["field_delimiter"], quoted).frame()
-    return _csv_expressions(nonempty, spec, options["field_delimiter"], quoted).frame()
+        return _csv_fields(nonempty, spec, function, options["field_delimiter"], quoted)
+    return _csv_expressions(nonempty, spec, options["field_delimiter"], quoted)
 
 
 def _csv_fields(
@@ -406,7 +407,7 @@ def _json_fields(lines: Relation, spec: SourceSpec, typed: int = 0) -> Relation:
     return S.project(keyed, [*carried, *texts])
 
 
-def conform(frame: DataFrame, spec: SourceSpec) -> DataFrame:
+def conform(frame: DataFrame, spec: SourceSpec) -> Relation:
     """Range and NOT NULL checks on typed columns (Parquet input): NULL stays NULL (a query
     failure in a NOT NULL column), an integer outside its NES type fails the query."""
     checked = []
@@ -419,4 +420,4 @@ def conform(frame: DataFrame, spec: SourceSpec) -> DataFrame:
         checked.append(
             accept(value, valid, value.isNull(), value, column, spec).alias(column["name"])
         )
-    return S.project(S.Relation(frame), checked).frame()
+    return S.project(S.Relation(frame), checked)

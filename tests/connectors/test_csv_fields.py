@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from connector_helpers import columns
@@ -27,6 +27,7 @@ from streamctl.nes_types import canonical_type, integer_range
 from streamctl.spark import sql_text as S
 from streamctl.spark.jvm_functions import FIELDS_ERROR, csv_fields_function
 from streamctl.spark.specs import SourceSpec
+from streamctl.spark.translate import SPARK_CONF, spark_conf
 from streamctl.spark.tuples import _csv_expressions, _csv_fields, csv_layout, struct_values
 
 TYPES = (
@@ -224,3 +225,56 @@ def test_the_java_parse_gives_what_the_expressions_give(
     spark: Any, has_jar: None, case: Case
 ) -> None:
     _compare(spark, case)
+
+
+ANSI_ON: Final = {"spark.sql.ansi.enabled": "true"}
+"""Spark's default, the settings a source read alone (``read_source``) is analysed with."""
+
+
+def _same_outcome(a: list[tuple[Any, ...]] | str, b: list[tuple[Any, ...]] | str) -> bool:
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    return len(a) == len(b) and all(
+        len(x) == len(y) and all(_same(u, v) for u, v in zip(x, y, strict=True))
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(case=cases())
+def test_both_parses_mean_the_same_under_the_planners_settings(
+    spark: Any, has_jar: None, case: Case
+) -> None:
+    """The planner analyses a source's parse with the query's operators, under SPARK_CONF
+    (ANSI off, as Spark Connect analyses every query); a source read alone is analysed under
+    the session's settings. Each parse gives the same rows, or fails with the same message,
+    under both: each line alone, and all lines in one query (which fails, under both, with
+    the message of one of its failing lines: whichever Spark reports first)."""
+    spec = _spec(case)
+
+    def outcomes(lines: tuple[str, ...]) -> tuple[list[tuple[Any, ...]] | str, ...]:
+        java = _csv_fields(
+            _frame(spark, lines), spec, _function(spark, spec), case.delimiter, case.quoted
+        )
+        general = _csv_expressions(_frame(spark, lines), spec, case.delimiter, case.quoted)
+        return _collect(java), _collect(general)
+
+    batches = [case.lines, *((line,) for line in case.lines)]
+    with spark_conf(spark, ANSI_ON):
+        default = [outcomes(lines) for lines in batches]
+    with spark_conf(spark, SPARK_CONF):
+        planned = [outcomes(lines) for lines in batches]
+    for alone, a, b in zip(batches[1:], default[1:], planned[1:], strict=True):
+        for x, y in zip(a, b, strict=True):
+            assert _same_outcome(x, y), (case, alone, x, y)
+    failures = {x for outcome in default[1:] for x in outcome if isinstance(x, str)}
+    for x, y in zip(default[0], planned[0], strict=True):
+        if isinstance(x, str) or isinstance(y, str):
+            assert {x, y} <= failures, (case, x, y)
+        else:
+            assert _same_outcome(x, y), (case, x, y)

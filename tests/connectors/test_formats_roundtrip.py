@@ -89,7 +89,7 @@ def csv_text(value: Any) -> str:
 
 def parse(spark: Any, lines: list[str], spec: Any) -> list[tuple[Any, ...]]:
     frame = spark.createDataFrame([(line,) for line in lines], "value string")
-    rows = parse_lines(frame, spec).collect()
+    rows = parse_lines(frame, spec).frame().collect()
     return [tuple(int(v) if type(v).__name__ == "Decimal" else v for v in row) for row in rows]
 
 

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from streamctl.spark import tuples as tuples_module
 from streamctl.spark.field_rules import typed_fields
+from streamctl.spark.translate import SPARK_CONF, spark_conf
 from streamctl.spark.tuples import _json_fields, parse_lines
 
 TYPED_PARSES = ("jar", "from_json")
@@ -156,7 +157,7 @@ def _rows(spark: Any, lines: list[str], general: bool, spec: Any) -> list[tuple[
     parsed = (
         typed_fields(_json_fields(frame, spec), spec, csv=False, quoted=False)
         if general
-        else parse_lines(frame, spec)
+        else parse_lines(frame, spec).frame()
     )
     try:
         return [tuple(row) for row in parsed.collect()]
@@ -319,7 +320,7 @@ def test_keys_equal_ignoring_case_fail_a_tuple_of_one_column_too(
     frame = spark.createDataFrame([(line,)], "value string")
     results = []
     for parsed in (
-        parse_lines(frame, spec),
+        parse_lines(frame, spec).frame(),
         typed_fields(_json_fields(frame, spec), spec, csv=False, quoted=False),
     ):
         try:
@@ -351,3 +352,26 @@ def test_numbers_in_text_columns(spark: Any, typed_parse: str) -> None:
             members = {**COMPLETE, "f32": value}
             lines.append("{" + ", ".join(f'"{k}": {v}' for k, v in members.items()) + "}")
     _compare(spark, [Tuple(line) for line in lines])
+
+
+@_spark_examples(4)
+@given(cases=st.lists(tuples(), min_size=1, max_size=6))
+def test_the_parse_means_the_same_under_the_planners_settings(
+    spark: Any, typed_parse: str, cases: list[Tuple]
+) -> None:
+    """The planner analyses a source's parse with the query's operators, under SPARK_CONF
+    (ANSI off, as Spark Connect analyses every query); a source read alone is analysed under
+    the session's settings (Spark's default: ANSI on). The parse gives the same rows, or the
+    same failure, under both: all lines at once, and each line alone."""
+    spec = source("INLINE", {"data": "", "format": "JSON"}, *SCHEMA)
+    batches = [[case.line for case in cases]] + [[case.line] for case in cases]
+    with spark_conf(spark, {"spark.sql.ansi.enabled": "true"}):
+        default = [_rows(spark, lines, False, spec) for lines in batches]
+    with spark_conf(spark, SPARK_CONF):
+        planned = [_rows(spark, lines, False, spec) for lines in batches]
+    for lines, a, b in zip(batches, default, planned, strict=True):
+        if isinstance(a, str) or isinstance(b, str):
+            assert a == b, (lines, a, b)
+            continue
+        for row_a, row_b in zip(a, b, strict=True):
+            assert all(_same(x, y) for x, y in zip(row_a, row_b, strict=True)), (lines, a, b)
