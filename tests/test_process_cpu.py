@@ -2,7 +2,8 @@
 descendants while they live, whichever thread started them, and after they were waited for,
 as the coordinator worker's pass processes are; a command name that is no UTF-8 is read too.
 Between two readings, each process counts what it used since the first (all of it when it
-started in between), and one that ended counts nothing, without hiding the others."""
+started in between), and one that ended counts nothing, without hiding the others. The soak's
+and scale bench's resident memory counts live descendants the same way."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from streamctl.bench.process_cpu import tree_cpu_seconds
+from streamctl.bench.process_cpu import tree_cpu_seconds, tree_rss_bytes
 from streamctl.bench.requests import cpu_per_request, cpu_used
 
 BURN = """
@@ -114,3 +115,45 @@ def test_a_part_without_a_first_reading_is_left_out() -> None:
     assert cpu_used({"client": {1: 1.0}}, {"client": {1: 2.0}, "postgres": {7: 9.0}}) == {
         "client": 1.0
     }
+
+
+HOLD = """
+import sys
+held = bytearray(b"x" * (200 * 2**20))
+print(len(held), flush=True)
+sys.stdin.read()
+"""
+
+
+@linux
+def test_resident_memory_counts_a_grandchild_another_thread_started() -> None:
+    """The soak's and scale bench's RSS (``tree_rss_bytes``): a descendant's memory counts
+    while it lives, two levels down, started by a thread other than the main one."""
+    grandparent = "import subprocess, sys; subprocess.run([sys.executable, '-c', sys.argv[1]])"
+    started: list[subprocess.Popen[str]] = []
+    ready, read = threading.Event(), threading.Event()
+
+    def start_child() -> None:
+        child = subprocess.Popen(
+            [sys.executable, "-c", grandparent, HOLD],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None
+        child.stdout.readline()  # the grandchild holds its 200 MiB
+        started.append(child)
+        ready.set()
+        read.wait()
+
+    before = tree_rss_bytes(os.getpid())
+    thread = threading.Thread(target=start_child)
+    thread.start()
+    ready.wait()
+    try:
+        assert tree_rss_bytes(os.getpid()) >= before + 190 * 2**20
+    finally:
+        read.set()
+        thread.join()
+        _end(started[0])
+    assert tree_rss_bytes(started[0].pid) == 0  # gone: nothing to read

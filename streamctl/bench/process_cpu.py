@@ -1,4 +1,4 @@
-"""The CPU time of a benchmark's processes, read from Linux's ``/proc``.
+"""The CPU time and resident memory of a benchmark's processes, read from Linux's ``/proc``.
 
 A benchmark that runs the whole stack on one machine (client, coordinator worker and its pass
 processes, Temporal's dev server, PostgreSQL) is bound by the machine's cores as much as by any
@@ -11,6 +11,8 @@ counts), and the descendants alive at the reading, whichever thread started them
 a descendant whose parent ended before it (it belongs to init then), and one reaped between
 the reading of its parent and of the parent's children (missed by that one reading). Elsewhere
 than Linux, and for processes that are gone or unreadable, the readings are 0.
+:func:`tree_rss_bytes` is the resident memory of a process and its live descendants (found
+the same way: the coordinator worker runs its passes in a process pool).
 """
 
 from __future__ import annotations
@@ -58,6 +60,18 @@ def tree_cpu_seconds(pid: int) -> float:
     # utime, stime, cutime, cstime: fields 14-17 of stat, 12-15 after the name and state.
     own = sum(int(value) for value in fields[11:15]) / _TICKS_PER_SECOND
     return own + sum(tree_cpu_seconds(child) for child in _children(pid))
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """The resident memory of ``pid`` and of its live descendants, in bytes (0 when gone)."""
+    total = 0
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total = int(line.split()[1]) * 1024
+    except OSError:  # it ended meanwhile
+        return 0
+    return total + sum(tree_rss_bytes(child) for child in _children(pid))
 
 
 def cpu_by_pid(pids: Iterable[int]) -> dict[int, float]:

@@ -44,6 +44,7 @@ from sqlalchemy import create_engine, func, select
 from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import Client
 
+from streamctl.bench.process_cpu import tree_rss_bytes
 from streamctl.bench.sim_agents import SimulatedFleet
 from streamctl.bench.stack import bench_supervisor
 from streamctl.catalog.models import Base, ChangelogEntry, Query, SnapshotVersion, Worker
@@ -122,22 +123,6 @@ class CatalogObserver:
 
     def close(self) -> None:
         self.engine.dispose()
-
-
-def rss_bytes(pid: int) -> int:
-    """The resident memory of a process and its descendants (the coordinator worker runs its
-    passes in a process pool)."""
-    total = 0
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-        with open(f"/proc/{pid}/task/{pid}/children") as children:
-            total += sum(rss_bytes(int(child)) for child in children.read().split())
-    except OSError:  # it ended meanwhile
-        pass
-    return total
 
 
 def _figures(milliseconds: list[float]) -> dict[str, float]:
@@ -323,7 +308,7 @@ async def _soak(temporal: Client, pid: Callable[[], int], seconds: float) -> dic
     samples: list[int] = []
     deadline = time.monotonic() + seconds
     while True:
-        samples.append(rss_bytes(pid()))
+        samples.append(tree_rss_bytes(pid()))
         if time.monotonic() >= deadline:
             break
         await asyncio.sleep(min(10.0, max(0.0, deadline - time.monotonic())))

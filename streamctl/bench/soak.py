@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from streamctl.bench.process_cpu import tree_rss_bytes
 from streamctl.bench.stack import bench_supervisor
 from streamctl.client.client import CoordinatorClient
 from streamctl.workflows import messages as m
@@ -33,20 +34,8 @@ COLUMNS = (m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("v", "UINT64", Fals
 
 
 def _rss_mb(pid: int) -> float:
-    """Resident memory of ``pid`` and its children (the activity pool), in MiB."""
-    total_kb = 0
-    pids = [pid]
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    if children.exists():
-        pids += [int(p) for p in children.read_text().split()]
-    for each in pids:
-        try:
-            for line in Path(f"/proc/{each}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total_kb += int(line.split()[1])
-        except OSError:
-            continue
-    return round(total_kb / 1024, 1)
+    """Resident memory of ``pid`` and its descendants (the activity pool), in MiB."""
+    return round(tree_rss_bytes(pid) / 2**20, 1)
 
 
 async def _soak(
