@@ -119,7 +119,8 @@ def is_bounded(spec: SourceSpec) -> bool:
 
 def read_source(session: SparkSession, spec: SourceSpec, staging_dir: Path) -> DataFrame:
     """A streaming DataFrame of the physical source, with the logical source's columns,
-    analysed with the session's settings.
+    analysed with the settings in force (the session's own, outside
+    :func:`~streamctl.spark.translate.spark_conf`).
 
     Raises :class:`ConnectorError` when the source cannot be read here (missing file, jar).
     """

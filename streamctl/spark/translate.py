@@ -25,9 +25,13 @@ Semantics it guarantees (NebulaStream's, where Spark's differ):
 * To get wrapping instead of errors, the plan's operators are built with
   ``spark.sql.ansi.enabled`` set to ``false`` (see :data:`SPARK_CONF`); Spark fixes an
   expression's overflow behaviour when the DataFrame is analysed, so the session's setting is
-  restored afterwards (builds on one session are serialised while it is changed). Sources are
-  read before that, with the session's own settings. Under Spark Connect, analysis happens
-  when the query starts: start it inside :func:`spark_conf`.
+  restored afterwards (builds on one session are serialised while it is changed; an explain
+  and a Spark Connect start change it without that lock: a known race). Spark's readers of
+  the sources are made before that, with the session's own settings; a source given as a
+  :class:`~streamctl.spark.sql_text.Relation` (its parsing steps, not yet analysed) is
+  analysed with the scans, filters and projections above it, as one query, under
+  :data:`SPARK_CONF` (its parsing means the same under both: ``tests/connectors``). Under
+  Spark Connect, analysis happens when the query starts: start it inside :func:`spark_conf`.
 * **Windows** use the event-time column (milliseconds ``e``) as the Spark time ``e`` ms plus
   :data:`streamctl.planner.stacking.BASE_SHIFT_US` (windows are assigned shifted alike); start
   and end are UINT64 milliseconds; windows start at multiples of the slide from time 0
@@ -199,11 +203,11 @@ def build(
     marker directories go there; the same ``work_dir`` on restart reuses them).
 
     Raises :class:`~streamctl.planner.errors.PlannerError` for plans it cannot run."""
-    # Sources are read with the session's own settings (connectors keep their semantics).
-    # A source's parsing steps (a Relation) and the scans, filters and projections above it
-    # are analysed once, as one query, under SPARK_CONF with the plan's other operators (as
-    # Spark Connect analyses the whole query); one build at a time, so that concurrent builds
-    # on one session cannot see each other's temporary settings.
+    # Spark's readers are made with the session's own settings (connectors keep their
+    # semantics); a source's parsing steps (a Relation) and the scans, filters and
+    # projections above it are analysed as one query under SPARK_CONF, with the plan's other
+    # operators (module docstring); one build at a time, so that concurrent builds on one
+    # session cannot see each other's temporary settings.
     inputs = _read_inputs(query_plan.root, read_source, read_inline)
     translator = _Translator(session, inputs, bounded, Path(work_dir), query_plan.root)
     with _CONF_LOCK, spark_conf(session):

@@ -20,6 +20,7 @@ from streamctl.planner.catalog_lookup import MemoryCatalog
 from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
 from streamctl.planner.types import _common_numeric
+from streamctl.spark import sql_text as S
 from streamctl.spark.translate import EXECUTION_CONF, SPARK_CONF, TranslatedQuery, build
 from streamctl.spark.types import spark_schema
 
@@ -79,12 +80,16 @@ def _run_batch(
     text: str,
     sources: dict[str, tuple[list[Col], list[tuple[Any, ...]]]],
     tmp_path: Path,
+    relation: bool = False,
 ) -> list[Any]:
+    """The rows of ``text`` over ``sources``, each given to ``build`` as a DataFrame, or with
+    ``relation`` as a Relation (what the agent gives for a single physical source)."""
     query_plan = bound_plan(text, sources)
 
     def read_source(name: str) -> Any:
         columns, rows = sources[name]
-        return spark.createDataFrame(rows, spark_schema(columns))
+        frame = spark.createDataFrame(rows, spark_schema(columns))
+        return S.Relation(frame) if relation else frame
 
     translated = build(query_plan, spark, read_source, bounded=False, work_dir=tmp_path)
     return [tuple(plain(v) for v in row) for row in translated.dataframe.collect()]
@@ -226,6 +231,16 @@ def test_build_restores_the_session_conf(spark: Any, tmp_path: Path) -> None:
             "SELECT a + a AS s FROM w INTO File()",
             {"w": ([Col("a", "INT64")], [(2**63 - 1,)])},
             tmp_path,
+        )
+        assert wrapped == [(-2,)]
+        assert spark.conf.get("spark.sql.ansi.enabled") == "true"
+        # a Relation source is analysed with the operators, under the planner's settings too
+        wrapped = _run_batch(
+            spark,
+            "SELECT a + a AS s FROM w WHERE a > INT64(0) INTO File()",
+            {"w": ([Col("a", "INT64")], [(2**63 - 1,)])},
+            tmp_path,
+            relation=True,
         )
         assert wrapped == [(-2,)]
         assert spark.conf.get("spark.sql.ansi.enabled") == "true"
@@ -394,3 +409,23 @@ def test_plans_from_json_translate_like_the_original(spark: Any, tmp_path: Path)
     second = build(restored, spark, read_source, bounded=False, work_dir=tmp_path)
     assert first.dataframe.columns == second.dataframe.columns == ["READINGS$ID", "V"]
     assert first.dataframe.collect() == second.dataframe.collect()
+
+
+def test_a_source_relation_and_a_long_chain_of_filters_above_it(spark: Any, tmp_path: Path) -> None:
+    """A source given as a Relation (its steps not yet analysed, as the agent's single
+    physical sources are) is continued by the operators above it into one query text: 60
+    nested queries, each a filter and a projection (120 subqueries), are read by Spark's
+    parser and keep exactly the rows every filter keeps."""
+    depth = 60
+    statement = "SELECT a FROM s WHERE a > INT64(0)"
+    for level in range(1, depth):
+        statement = f"SELECT a FROM ({statement}) WHERE a > INT64({level})"
+    rows = [(value,) for value in range(-5, depth + 5)]
+    results = _run_batch(
+        spark,
+        statement + " INTO File()",
+        {"s": ([Col("a", "INT64")], rows)},
+        tmp_path,
+        relation=True,
+    )
+    assert sorted(results) == [(value,) for value in range(depth, depth + 5)]
