@@ -54,3 +54,16 @@ def run_bounded(
     )
     assert query.awaitTermination(QUERY_TIMEOUT_S), "query did not finish in time"
     return query
+
+
+def spark_examples(count: int) -> Any:
+    """Hypothesis settings of a property that runs Spark queries: ``count`` examples (each is
+    a few queries), no deadline, no shrinking (a shrink is a query a step)."""
+    from hypothesis import HealthCheck, Phase, settings
+
+    return settings(
+        max_examples=count,
+        deadline=None,
+        phases=[Phase.explicit, Phase.reuse, Phase.generate],
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )

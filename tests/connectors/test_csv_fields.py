@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import pytest
-from connector_helpers import columns
-from hypothesis import HealthCheck, Phase, example, given, settings
+from connector_helpers import columns, spark_examples
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from streamctl.nes_types import canonical_type, integer_range
@@ -202,12 +202,7 @@ def _compare(spark: Any, case: Case) -> None:
             assert all(_same(a, b) for a, b in zip(planned_row, row, strict=True)), case
 
 
-@settings(
-    max_examples=12,
-    deadline=None,
-    phases=[Phase.explicit, Phase.reuse, Phase.generate],
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@spark_examples(12)
 @given(case=cases())
 @example(
     Case(
@@ -240,12 +235,7 @@ def _same_outcome(a: list[tuple[Any, ...]] | str, b: list[tuple[Any, ...]] | str
     )
 
 
-@settings(
-    max_examples=8,
-    deadline=None,
-    phases=[Phase.explicit, Phase.reuse, Phase.generate],
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@spark_examples(8)
 @given(case=cases())
 def test_both_parses_mean_the_same_under_the_planners_settings(
     spark: Any, has_jar: None, case: Case

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from connector_helpers import source
-from hypothesis import HealthCheck, Phase, given, settings
+from connector_helpers import source, spark_examples
+from hypothesis import given
 from hypothesis import strategies as st
 
 from streamctl.spark import tuples as tuples_module
@@ -200,18 +200,7 @@ def _compare(spark: Any, cases: list[Tuple]) -> None:
             assert _same(a, b), (case, name, a, b)
 
 
-def _spark_examples(count: int) -> Any:
-    """Hypothesis settings of a property that runs Spark queries: ``count`` examples (each is
-    a few queries), no deadline, no shrinking (a shrink is a query a step)."""
-    return settings(
-        max_examples=count,
-        deadline=None,
-        phases=[Phase.explicit, Phase.reuse, Phase.generate],
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    )
-
-
-@_spark_examples(4)
+@spark_examples(4)
 @given(cases=st.lists(tuples(), min_size=1, max_size=6))
 def test_the_typed_parse_gives_what_the_general_rules_give(
     spark: Any, typed_parse: str, cases: list[Tuple]
@@ -290,7 +279,7 @@ def _strict_members(line: str) -> list[tuple[str, Any]] | None:
     return list(value[1]) if isinstance(value, tuple) else None
 
 
-@_spark_examples(12)
+@spark_examples(12)
 @given(cases=st.lists(odd_syntax(), min_size=1, max_size=4))
 def test_tuples_in_any_syntax_read_as_from_json_reads_them(spark: Any, cases: list[Tuple]) -> None:
     """The jar's general rules (``NesJsonKeys``: the keys' texts) give what Spark's
@@ -354,7 +343,7 @@ def test_numbers_in_text_columns(spark: Any, typed_parse: str) -> None:
     _compare(spark, [Tuple(line) for line in lines])
 
 
-@_spark_examples(4)
+@spark_examples(4)
 @given(cases=st.lists(tuples(), min_size=1, max_size=6))
 def test_the_parse_means_the_same_under_the_planners_settings(
     spark: Any, typed_parse: str, cases: list[Tuple]
