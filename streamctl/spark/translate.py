@@ -25,9 +25,10 @@ Semantics it guarantees (NebulaStream's, where Spark's differ):
 * To get wrapping instead of errors, the plan's operators are built with
   ``spark.sql.ansi.enabled`` set to ``false`` (see :data:`SPARK_CONF`); Spark fixes an
   expression's overflow behaviour when the DataFrame is analysed, so the session's setting is
-  restored afterwards (builds on one session are serialised while it is changed; an explain
-  and a Spark Connect start change it without that lock: a known race). Spark's readers of
-  the sources are made before that, with the session's own settings; a source given as a
+  restored afterwards (:func:`spark_conf` holds a process-wide lock meanwhile, so builds,
+  explains and Spark Connect starts on one session never see each other's settings). Spark's
+  readers of the sources are made before that, with the session's own settings (under the
+  same lock); a source given as a
   :class:`~streamctl.spark.sql_text.Relation` (its parsing steps, not yet analysed) is
   analysed with the scans, filters and projections above it, as one query, under
   :data:`SPARK_CONF` (its parsing means the same under both: ``tests/connectors``). Under
@@ -169,20 +170,31 @@ class TranslatedQuery:
     spark_conf: Mapping[str, str]
 
 
+_CONF_LOCK: Final = threading.RLock()
+"""Held while a block of :func:`spark_conf` runs, and while :func:`build` makes a query's
+readers: one lock for the process, whose agent has one session."""
+
+
 @contextlib.contextmanager
 def spark_conf(session: SparkSession, conf: Mapping[str, str] = SPARK_CONF) -> Iterator[None]:
-    """Apply ``conf`` to the session for the duration of the block, then restore it."""
-    previous = {key: session.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        session.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, old in previous.items():
-            if old is None:
-                session.conf.unset(key)
-            else:
-                session.conf.set(key, old)
+    """Apply ``conf`` to the session for the duration of the block, then restore it.
+
+    One thread at a time (:data:`_CONF_LOCK`, re-entrant): a session's settings are shared by
+    every thread using it, so a second block running meanwhile would analyse its DataFrames
+    with the first one's settings, and restoring in the other order would leave the session
+    on the planner's settings for good."""
+    with _CONF_LOCK:
+        previous = {key: session.conf.get(key, None) for key in conf}
+        for key, value in conf.items():
+            session.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key, old in previous.items():
+                if old is None:
+                    session.conf.unset(key)
+                else:
+                    session.conf.set(key, old)
 
 
 def build(
@@ -206,15 +218,16 @@ def build(
     # Spark's readers are made with the session's own settings (connectors keep their
     # semantics); a source's parsing steps (a Relation) and the scans, filters and
     # projections above it are analysed as one query under SPARK_CONF, with the plan's other
-    # operators (module docstring); one build at a time, so that concurrent builds on one
-    # session cannot see each other's temporary settings.
-    inputs = _read_inputs(query_plan.root, read_source, read_inline)
-    translator = _Translator(session, inputs, bounded, Path(work_dir), query_plan.root)
-    with _CONF_LOCK, spark_conf(session):
-        try:
-            frame = _frame(translator.operator(query_plan.root))
-        except RecursionError:
-            raise PlannerError(INVALID_STATEMENT, "plan is nested too deeply") from None
+    # operators (module docstring). The lock: no other thread's spark_conf is in force while
+    # the readers are made either.
+    with _CONF_LOCK:
+        inputs = _read_inputs(query_plan.root, read_source, read_inline)
+        translator = _Translator(session, inputs, bounded, Path(work_dir), query_plan.root)
+        with spark_conf(session):
+            try:
+                frame = _frame(translator.operator(query_plan.root))
+            except RecursionError:
+                raise PlannerError(INVALID_STATEMENT, "plan is nested too deeply") from None
     return TranslatedQuery(
         dataframe=frame,
         output_mode="append",
@@ -223,9 +236,6 @@ def build(
         marker_directories=tuple(translator.marker_directories),
         spark_conf=dict(SPARK_CONF),
     )
-
-
-_CONF_LOCK: Final = threading.Lock()
 
 
 def _frame(rows: Rows) -> DataFrame:

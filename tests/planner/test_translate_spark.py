@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import random
 import struct
+import threading
+import time
 from decimal import Decimal
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,7 +24,13 @@ from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
 from streamctl.planner.types import _common_numeric
 from streamctl.spark import sql_text as S
-from streamctl.spark.translate import EXECUTION_CONF, SPARK_CONF, TranslatedQuery, build
+from streamctl.spark.translate import (
+    EXECUTION_CONF,
+    SPARK_CONF,
+    TranslatedQuery,
+    build,
+    spark_conf,
+)
 from streamctl.spark.types import spark_schema
 
 pytestmark = pytest.mark.spark
@@ -248,6 +257,52 @@ def test_build_restores_the_session_conf(spark: Any, tmp_path: Path) -> None:
         spark.conf.unset("spark.sql.ansi.enabled")
     # what build analyses with: C++ integer semantics, and the settings the plans run with
     assert SPARK_CONF == {"spark.sql.ansi.enabled": "false", **EXECUTION_CONF}
+
+
+class _SlowConf:
+    """A session's settings whose reads and writes let other threads run in between."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {"spark.sql.ansi.enabled": "true"}
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        time.sleep(0.001)
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: str) -> None:
+        time.sleep(0.001)
+        self.values[key] = value
+
+    def unset(self, key: str) -> None:
+        time.sleep(0.001)
+        self.values.pop(key, None)
+
+
+def test_concurrent_settings_blocks_never_see_each_other() -> None:
+    """Threads sharing a session (an agent's explain, validate and a Spark Connect start) each
+    see their own settings for the whole of their block, and the session's own are back
+    afterwards, whatever the interleaving."""
+    session = SimpleNamespace(conf=_SlowConf())
+    seen: list[tuple[int, str | None]] = []
+
+    def block(number: int) -> None:
+        settings = {"spark.sql.ansi.enabled": f"value {number}", f"own {number}": "x"}
+        with spark_conf(session, settings):  # type: ignore[arg-type]
+            for _ in range(5):
+                seen.append((number, session.conf.get("spark.sql.ansi.enabled")))
+            with spark_conf(session, SPARK_CONF):  # type: ignore[arg-type]  # re-entrant
+                seen.append((number, session.conf.get("spark.sql.ansi.enabled") + " inner"))
+
+    threads = [threading.Thread(target=block, args=(number,)) for number in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads)
+    for number, value in seen:
+        assert value in (f"value {number}", "false inner"), (number, value)
+    assert len(seen) == 6 * 6
+    assert session.conf.values == {"spark.sql.ansi.enabled": "true"}
 
 
 def test_inline_sources_need_a_reader(spark: Any, tmp_path: Path) -> None:
