@@ -18,6 +18,7 @@ from streamctl.spark.sinks import read_file_sink
 from streamctl.spark.specs import SinkSpec
 from streamctl.workflows import messages as m
 from streamctl.workflows.actions import (
+    ExplainAssignment,
     QueryAssignment,
     SinkAssignment,
     SourceAssignment,
@@ -134,3 +135,25 @@ def test_a_bounded_query_reports_finished_once_its_input_is_processed(spark, tmp
     sink = SinkSpec("big", "FILE", {"file_path": str(tmp_path / "big")}, BIG)
     assert read_file_sink(None, sink, query_name(9)) == [(2, 50)]
     assert queries.list() == []
+
+
+@pytest.mark.parametrize("physical_sources", [1, 2])
+def test_explain_plans_a_streaming_query_as_it_would_start(spark, tmp_path, physical_sources):
+    """Spark's plan of a streaming query, with one physical source (its parsing analysed
+    with the query's operators, a Relation) and with two (each read alone, then unioned); the
+    session's own settings are as they were after it."""
+    queries = SparkQueries(spark, "a1", tmp_path / "checkpoints", tmp_path / "work", print)
+    job = assignment(0, 1, tmp_path / "orders", tmp_path / "big")
+    (tmp_path / "orders").mkdir()
+    source = job.sources["orders"][0]
+    sources = [SourceAssignment(n + 1, source.type, source.config, ORDERS) for n in range(2)]
+    query = QueryAssignment(
+        job.query_id, job.run, job.plan, {"orders": sources[:physical_sources]}, job.sink
+    )
+    ansi_before = spark.conf.get("spark.sql.ansi.enabled")
+    report = queries.explain(ExplainAssignment(5, query))
+    assert report.error is None, report.error
+    assert report.spark_plan is not None and "== Physical Plan ==" in report.spark_plan
+    assert "Filter" in report.spark_plan, report.spark_plan
+    assert spark.conf.get("spark.sql.ansi.enabled") == ansi_before
+    assert [q.name for q in spark.streams.active if q.name == query_name(0)] == []

@@ -81,7 +81,7 @@ class _RawSide:
     def start_and_stop(self) -> float:
         """Seconds from building the query to ``start()`` returning (then it is stopped)."""
         from streamctl.spark.sinks import start_sink
-        from streamctl.spark.sources import read_source
+        from streamctl.spark.sources import source_relation
         from streamctl.spark.translate import build
 
         self.starts += 1
@@ -90,7 +90,7 @@ class _RawSide:
         translated = build(
             self.plan,
             session,
-            lambda _name: read_source(session, self.source, self.root / "raw-staging"),
+            lambda _name: source_relation(session, self.source, self.root / "raw-staging"),
             bounded=False,
             work_dir=self.root / f"raw-{self.starts}",
         )

@@ -15,7 +15,7 @@ What a run does
    query's output format, one after the other:
 
    * ``planned``: the NebulaStream statement bound by the product's planner and run by the
-     agent's code path (:func:`~streamctl.spark.sources.read_source`,
+     agent's code path (:func:`~streamctl.spark.sources.source_relation`,
      :func:`~streamctl.spark.translate.build`, :func:`~streamctl.spark.sinks.start_sink`
      into a File sink with NES's formatting);
    * ``hand``: the same query as a PySpark user writes it (Spark's readers and writers of the
@@ -239,7 +239,7 @@ def _planned(session: SparkSession, query: ThroughputQuery, inputs: Path, work: 
     from streamctl.planner.parser import parse_query
     from streamctl.sink_files import committed_files, read_file_sink_lines
     from streamctl.spark.sinks import start_sink
-    from streamctl.spark.sources import read_source
+    from streamctl.spark.sources import source_relation
     from streamctl.spark.specs import SinkSpec, SourceSpec
     from streamctl.spark.translate import build
     from streamctl.workflows import messages as m
@@ -272,7 +272,7 @@ def _planned(session: SparkSession, query: ThroughputQuery, inputs: Path, work: 
         translated = build(
             bound.plan,
             session,
-            lambda name: read_source(session, source, work / "staging" / name),
+            lambda name: source_relation(session, source, work / "staging" / name),
             bounded=True,
             work_dir=work / "query",
         )

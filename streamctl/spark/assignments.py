@@ -20,8 +20,9 @@ from temporalio.exceptions import ApplicationError
 
 from streamctl.planner.errors import PlannerError
 from streamctl.planner.plan import QueryPlan
-from streamctl.spark.sources import is_bounded, read_source
+from streamctl.spark.sources import is_bounded, read_source, source_relation
 from streamctl.spark.specs import ConnectorError, SinkSpec, SourceSpec
+from streamctl.spark.sql_text import Relation
 from streamctl.spark.translate import TranslatedQuery, build
 from streamctl.workflows.actions import QueryAssignment
 
@@ -49,10 +50,12 @@ def build_assignment(
         work_dir = work_root / f"query-{assignment.query_id}"
         staging = work_dir / "staging"
 
-        def read(name: str) -> DataFrame:
+        def read(name: str) -> DataFrame | Relation:
             specs = sources.get(name.casefold())
             if not specs:
                 raise ConnectorError(f"logical source {name!r} has no physical source")
+            if len(specs) == 1:  # analysed with the query's operators (build)
+                return source_relation(session, specs[0], staging)
             frames = [read_source(session, spec, staging) for spec in specs]
             frame = frames[0]
             for other in frames[1:]:

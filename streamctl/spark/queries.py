@@ -69,6 +69,7 @@ from streamctl.spark.handle import FixedSpark, SparkHandle
 from streamctl.spark.listener import QueryListener
 from streamctl.spark.sinks import start_sink
 from streamctl.spark.specs import SinkSpec
+from streamctl.spark.sql_text import explainable
 from streamctl.spark.translate import TranslatedQuery, spark_conf
 from streamctl.worker.spark_session import is_connect
 from streamctl.workflows import messages as m
@@ -380,7 +381,7 @@ class SparkQueries:
                     spark_conf(self.session, translated.spark_conf),
                     contextlib.redirect_stdout(io.StringIO()) as printed,
                 ):
-                    translated.dataframe.explain(mode=EXPLAIN_MODE)
+                    explainable(translated.dataframe).explain(mode=EXPLAIN_MODE)
         except ApplicationError as error:
             if error.type in ("AgentBusy", "SparkUnavailable"):
                 raise

@@ -49,6 +49,7 @@ __all__ = [
     "Sql",
     "call",
     "col",
+    "explainable",
     "lit",
     "project",
     "string_literal",
@@ -367,7 +368,8 @@ class Relation:
 
     def frame(self) -> DataFrame:
         """The DataFrame: one query over a temporary view of the base, which is dropped again
-        (the query's plan holds the base's own plan)."""
+        (the query's plan holds the base's own plan). Explain it through
+        :func:`explainable`."""
         if not self._steps:
             return self._base
         from streamctl.worker.spark_session import is_connect  # imports this module's users
@@ -392,3 +394,15 @@ class Relation:
             return session.sql(f"SELECT * FROM {source}")
         finally:
             session.catalog.dropTempView(view)
+
+
+def explainable(frame: DataFrame) -> DataFrame:
+    """``frame`` as a DataFrame whose ``explain`` plans it as the query it starts.
+
+    A DataFrame made by :meth:`Relation.frame` keeps the parsed text as its own plan, whose
+    reference to the (dropped) temporary view does not say that it streams; Spark's explain
+    picks streaming or batch planning by that plan, so it plans a streaming source as a batch
+    query and refuses ("Queries with streaming sources must be executed with
+    writeStream.start()"). A projection over it starts from the analysed plan, as
+    ``writeStream`` does."""
+    return frame.select("*")
