@@ -6,7 +6,8 @@
   option table they normalize with is :mod:`streamctl.planner.options`).
 * ``generator`` NebulaStream's generator source, row for row (pure; its options are parsed by
   :mod:`streamctl.planner.generator_schema`).
-* ``sources``   ``read_source``: a streaming DataFrame per physical source.
+* ``sources``   ``read_source``: a streaming DataFrame per physical source (``source_relation``:
+  the same before Spark analyses its parsing).
 * ``sinks``     ``start_sink``: a streaming query writing into a sink (the readers that need no
   Spark are :mod:`streamctl.sink_files`; NES's text format is :mod:`streamctl.nes_text`).
 * ``queries``   ``SparkQueries``: the Spark queries of one agent, started, stopped and reported

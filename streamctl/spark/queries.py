@@ -259,13 +259,11 @@ class SparkQueries:
     def _start_on_spark(self, assignment: QueryAssignment) -> StreamingQuery:
         translated, sink = self._build(assignment)
         # Spark Connect analyses the plan when the query starts, so the planner's settings (C++
-        # integer semantics) must hold then; a classic session analysed it already.
-        settings = (
-            spark_conf(self.session, translated.spark_conf)
-            if is_connect(self.session)
-            else contextlib.nullcontext()
-        )
-        with settings:
+        # integer semantics) must hold then; a classic session analysed it already, and its
+        # start copies the session's settings into the run's own: the session's own, never
+        # another thread's temporary ones (spark_conf with none holds its lock alone).
+        settings = translated.spark_conf if is_connect(self.session) else {}
+        with spark_conf(self.session, settings):
             return start_sink(
                 translated.dataframe,
                 sink,
@@ -374,10 +372,9 @@ class SparkQueries:
             self._await_spark(Attempt.current(), f"explaining {request.explanation_id}")
             with self._planning_work():
                 translated, _sink = self._build(request.query)
-                # The lock: the plan is analysed under the query's session settings, which
-                # start also sets while it holds the lock.
+                # Planned under the query's settings (spark_conf: no start or other build
+                # changes them meanwhile).
                 with (
-                    self._locked(f"explaining {request.explanation_id}"),
                     spark_conf(self.session, translated.spark_conf),
                     contextlib.redirect_stdout(io.StringIO()) as printed,
                 ):

@@ -1,8 +1,10 @@
 """Physical sources as Spark streaming DataFrames (imports pyspark).
 
-Protocol: an agent starting a query calls :func:`read_source` once per physical source of the
-query, with a ``staging_dir`` of its own for that (query, source), and unions the results into
-the query's input; :func:`is_bounded` tells it whether every input ends, so the query can run
+Protocol: an agent starting a query reads each physical source of the query, with a
+``staging_dir`` of its own for that (query, source): a logical source's only physical source
+as :func:`source_relation` (its parsing not yet analysed: the planner analyses it with the
+query's operators), several with :func:`read_source` each, unioned into the query's input;
+:func:`is_bounded` tells it whether every input ends, so the query can run
 with ``trigger(availableNow=True)`` and reach ``FINISHED``. The DataFrame has exactly the
 logical source's columns with the Spark types of ``streamctl.spark.types``.
 

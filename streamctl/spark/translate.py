@@ -25,10 +25,12 @@ Semantics it guarantees (NebulaStream's, where Spark's differ):
 * To get wrapping instead of errors, the plan's operators are built with
   ``spark.sql.ansi.enabled`` set to ``false`` (see :data:`SPARK_CONF`); Spark fixes an
   expression's overflow behaviour when the DataFrame is analysed, so the session's setting is
-  restored afterwards (:func:`spark_conf` holds a process-wide lock meanwhile, so builds,
-  explains and Spark Connect starts on one session never see each other's settings). Spark's
-  readers of the sources are made before that, with the session's own settings (under the
-  same lock); a source given as a
+  restored afterwards (:func:`spark_conf` holds a process-wide lock meanwhile, so the agent's
+  builds, explains and starts on one session never see each other's settings). Spark's
+  readers of the sources are made before that, outside the lock (they may stage data or
+  reach a remote file system, and must not hold up other queries' starts): a reader analysed
+  meanwhile may see another build's settings, and the connectors' parsing means the same
+  under both (``tests/connectors``); a source given as a
   :class:`~streamctl.spark.sql_text.Relation` (its parsing steps, not yet analysed) is
   analysed with the scans, filters and projections above it, as one query, under
   :data:`SPARK_CONF` (its parsing means the same under both: ``tests/connectors``). Under
@@ -171,8 +173,9 @@ class TranslatedQuery:
 
 
 _CONF_LOCK: Final = threading.RLock()
-"""Held while a block of :func:`spark_conf` runs, and while :func:`build` makes a query's
-readers: one lock for the process, whose agent has one session."""
+"""Held while a block of :func:`spark_conf` runs: one lock for the process, whose agent has
+one session. Only analysis and starts run inside (never a source's reader): a start waits for
+it without a timeout."""
 
 
 @contextlib.contextmanager
@@ -182,7 +185,8 @@ def spark_conf(session: SparkSession, conf: Mapping[str, str] = SPARK_CONF) -> I
     One thread at a time (:data:`_CONF_LOCK`, re-entrant): a session's settings are shared by
     every thread using it, so a second block running meanwhile would analyse its DataFrames
     with the first one's settings, and restoring in the other order would leave the session
-    on the planner's settings for good."""
+    on the planner's settings for good. An empty ``conf`` holds the lock alone: the session's
+    own settings are in force for the whole block."""
     with _CONF_LOCK:
         previous = {key: session.conf.get(key, None) for key in conf}
         for key, value in conf.items():
@@ -218,16 +222,14 @@ def build(
     # Spark's readers are made with the session's own settings (connectors keep their
     # semantics); a source's parsing steps (a Relation) and the scans, filters and
     # projections above it are analysed as one query under SPARK_CONF, with the plan's other
-    # operators (module docstring). The lock: no other thread's spark_conf is in force while
-    # the readers are made either.
-    with _CONF_LOCK:
-        inputs = _read_inputs(query_plan.root, read_source, read_inline)
-        translator = _Translator(session, inputs, bounded, Path(work_dir), query_plan.root)
-        with spark_conf(session):
-            try:
-                frame = _frame(translator.operator(query_plan.root))
-            except RecursionError:
-                raise PlannerError(INVALID_STATEMENT, "plan is nested too deeply") from None
+    # operators (module docstring).
+    inputs = _read_inputs(query_plan.root, read_source, read_inline)
+    translator = _Translator(session, inputs, bounded, Path(work_dir), query_plan.root)
+    with spark_conf(session):
+        try:
+            frame = _frame(translator.operator(query_plan.root))
+        except RecursionError:
+            raise PlannerError(INVALID_STATEMENT, "plan is nested too deeply") from None
     return TranslatedQuery(
         dataframe=frame,
         output_mode="append",

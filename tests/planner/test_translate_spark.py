@@ -292,8 +292,9 @@ def test_concurrent_settings_blocks_never_see_each_other() -> None:
                 seen.append((number, session.conf.get("spark.sql.ansi.enabled")))
             with spark_conf(session, SPARK_CONF):  # type: ignore[arg-type]  # re-entrant
                 seen.append((number, session.conf.get("spark.sql.ansi.enabled") + " inner"))
+            seen.append((number, session.conf.get("spark.sql.ansi.enabled")))  # restored
 
-    threads = [threading.Thread(target=block, args=(number,)) for number in range(6)]
+    threads = [threading.Thread(target=block, args=(number,), daemon=True) for number in range(6)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -301,7 +302,7 @@ def test_concurrent_settings_blocks_never_see_each_other() -> None:
     assert not any(thread.is_alive() for thread in threads)
     for number, value in seen:
         assert value in (f"value {number}", "false inner"), (number, value)
-    assert len(seen) == 6 * 6
+    assert len(seen) == 6 * 7
     assert session.conf.values == {"spark.sql.ansi.enabled": "true"}
 
 
