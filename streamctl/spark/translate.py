@@ -28,12 +28,11 @@ Semantics it guarantees (NebulaStream's, where Spark's differ):
   restored afterwards (:func:`spark_conf` holds a process-wide lock meanwhile, so the agent's
   builds, explains and starts on one session never see each other's settings). Spark's
   readers of the sources are made before that, outside the lock (they may stage data or
-  reach a remote file system, and must not hold up other queries' starts): a reader analysed
-  meanwhile may see another build's settings, and the connectors' parsing means the same
-  under both (``tests/connectors``); a source given as a
+  reach a remote file system, and must not hold up other queries' starts), so a reader
+  analysed meanwhile may see another build's settings; a source given as a
   :class:`~streamctl.spark.sql_text.Relation` (its parsing steps, not yet analysed) is
   analysed with the scans, filters and projections above it, as one query, under
-  :data:`SPARK_CONF` (its parsing means the same under both: ``tests/connectors``). Under
+  :data:`SPARK_CONF`. A source's parsing means the same under both (``tests/connectors``). Under
   Spark Connect, analysis happens when the query starts: start it inside :func:`spark_conf`.
 * **Windows** use the event-time column (milliseconds ``e``) as the Spark time ``e`` ms plus
   :data:`streamctl.planner.stacking.BASE_SHIFT_US` (windows are assigned shifted alike); start

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from streamctl.spark.sinks import start_sink
 from streamctl.spark.sources import read_source
@@ -66,4 +67,33 @@ def spark_examples(count: int) -> Any:
         deadline=None,
         phases=[Phase.explicit, Phase.reuse, Phase.generate],
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+
+
+ANSI_ON: Final = {"spark.sql.ansi.enabled": "true"}
+"""Spark's default, the settings a source read alone (``read_source``) is analysed with; the
+planner analyses under :data:`streamctl.spark.translate.SPARK_CONF` (ANSI off)."""
+
+
+def failure_message(error: Exception) -> str:
+    """The message a query failed with: a connector's own (``raise_error``'s
+    ``errorMessage``), else Spark's whole error."""
+    parameters = getattr(error, "getMessageParameters", lambda: None)() or {}
+    return str(parameters.get("errorMessage", error))
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """The same value of the same type, written the same (NaN is NaN; 0.0 is not -0.0)."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return bool(a == b and type(a) is type(b) and repr(a) == repr(b))
+
+
+def same_outcome(a: list[tuple[Any, ...]] | str, b: list[tuple[Any, ...]] | str) -> bool:
+    """Two queries' outcomes agree: the same failure message, or rows of the same values."""
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    return len(a) == len(b) and all(
+        len(x) == len(y) and all(same_value(u, v) for u, v in zip(x, y, strict=True))
+        for x, y in zip(a, b, strict=True)
     )

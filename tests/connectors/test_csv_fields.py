@@ -14,12 +14,18 @@ words, empty fields, too few and too many fields.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 import pytest
-from connector_helpers import columns, spark_examples
+from connector_helpers import (
+    ANSI_ON,
+    columns,
+    failure_message,
+    same_outcome,
+    same_value,
+    spark_examples,
+)
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -165,14 +171,7 @@ def _collect(parsed: S.Relation) -> list[tuple[Any, ...]] | str:
     try:
         return [tuple(row) for row in parsed.frame().collect()]
     except Exception as error:  # a malformed tuple fails the query: its message
-        parameters = getattr(error, "getMessageParameters", lambda: None)() or {}
-        return str(parameters.get("errorMessage", error))
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    return bool(a == b and type(a) is type(b) and repr(a) == repr(b))
+        return failure_message(error)
 
 
 def _compare(spark: Any, case: Case) -> None:
@@ -185,7 +184,7 @@ def _compare(spark: Any, case: Case) -> None:
     assert not isinstance(rows, str), (case, "the expressions fail lines Java takes", rows)
     for (line, java_row), row in zip(taken, rows, strict=True):
         for declaration, a, b in zip(case.schema, java_row, row, strict=True):
-            assert _same(a, b), (case, line, declaration, a, b)
+            assert same_value(a, b), (case, line, declaration, a, b)
     failed = [(line, o) for line, o in zip(case.lines, java, strict=True) if isinstance(o, str)]
     for line, message in failed:
         assert _expressions(spark, case, (line,)) == message, (case, line)
@@ -199,7 +198,7 @@ def _compare(spark: Any, case: Case) -> None:
     else:
         assert not isinstance(outcome, str), (case, outcome)
         for planned_row, row in zip(outcome, rows, strict=True):
-            assert all(_same(a, b) for a, b in zip(planned_row, row, strict=True)), case
+            assert all(same_value(a, b) for a, b in zip(planned_row, row, strict=True)), case
 
 
 @spark_examples(12)
@@ -220,19 +219,6 @@ def test_the_java_parse_gives_what_the_expressions_give(
     spark: Any, has_jar: None, case: Case
 ) -> None:
     _compare(spark, case)
-
-
-ANSI_ON: Final = {"spark.sql.ansi.enabled": "true"}
-"""Spark's default, the settings a source read alone (``read_source``) is analysed with."""
-
-
-def _same_outcome(a: list[tuple[Any, ...]] | str, b: list[tuple[Any, ...]] | str) -> bool:
-    if isinstance(a, str) or isinstance(b, str):
-        return a == b
-    return len(a) == len(b) and all(
-        len(x) == len(y) and all(_same(u, v) for u, v in zip(x, y, strict=True))
-        for x, y in zip(a, b, strict=True)
-    )
 
 
 @spark_examples(8)
@@ -261,10 +247,10 @@ def test_both_parses_mean_the_same_under_the_planners_settings(
         planned = [outcomes(lines) for lines in batches]
     for alone, a, b in zip(batches[1:], default[1:], planned[1:], strict=True):
         for x, y in zip(a, b, strict=True):
-            assert _same_outcome(x, y), (case, alone, x, y)
+            assert same_outcome(x, y), (case, alone, x, y)
     failures = {x for outcome in default[1:] for x in outcome if isinstance(x, str)}
     for x, y in zip(default[0], planned[0], strict=True):
         if isinstance(x, str) or isinstance(y, str):
             assert isinstance(x, str) and isinstance(y, str) and {x, y} <= failures, (case, x, y)
         else:
-            assert _same_outcome(x, y), (case, x, y)
+            assert same_outcome(x, y), (case, x, y)

@@ -16,13 +16,12 @@ The general rules themselves are checked against the docs in ``test_formats_roun
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from connector_helpers import source, spark_examples
+from connector_helpers import ANSI_ON, same_value, source, spark_examples
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -174,12 +173,6 @@ def _failure(error: Exception) -> str:
     return f"failed: {getattr(error, 'getErrorClass', lambda: None)() or type(error).__name__}"
 
 
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    return bool(a == b and type(a) is type(b) and repr(a) == repr(b))
-
-
 def _compare(spark: Any, cases: list[Tuple]) -> None:
     """Both parses agree on every line: all lines at once, one at a time where one fails (a
     malformed tuple fails its whole query). A line with repeated keys may fail the typed
@@ -197,7 +190,7 @@ def _compare(spark: Any, cases: list[Tuple]) -> None:
         return
     for case, a_row, b_row in zip(cases, typed, general, strict=True):
         for name, a, b in zip(NAMES, a_row, b_row, strict=True):
-            assert _same(a, b), (case, name, a, b)
+            assert same_value(a, b), (case, name, a, b)
 
 
 @spark_examples(4)
@@ -355,7 +348,7 @@ def test_the_parse_means_the_same_under_the_planners_settings(
     both, with the failure of one of its failing lines: whichever Spark reports first)."""
     spec = source("INLINE", {"data": "", "format": "JSON"}, *SCHEMA)
     batches = [[case.line for case in cases]] + [[case.line] for case in cases]
-    with spark_conf(spark, {"spark.sql.ansi.enabled": "true"}):
+    with spark_conf(spark, ANSI_ON):
         default = [_rows(spark, lines, False, spec) for lines in batches]
     with spark_conf(spark, SPARK_CONF):
         planned = [_rows(spark, lines, False, spec) for lines in batches]
@@ -366,4 +359,4 @@ def test_the_parse_means_the_same_under_the_planners_settings(
             assert a == b if index else together, (lines, a, b)
             continue
         for row_a, row_b in zip(a, b, strict=True):
-            assert all(_same(x, y) for x, y in zip(row_a, row_b, strict=True)), (lines, a, b)
+            assert all(same_value(x, y) for x, y in zip(row_a, row_b, strict=True)), (lines, a, b)

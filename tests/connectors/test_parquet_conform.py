@@ -12,12 +12,11 @@ columns and values, the carriers' extremes included.
 
 from __future__ import annotations
 
-import math
 from decimal import Decimal
 from typing import Any, Final
 
 import pytest
-from connector_helpers import spark_examples
+from connector_helpers import ANSI_ON, failure_message, same_outcome, spark_examples
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -28,8 +27,6 @@ from streamctl.spark.tuples import conform
 from streamctl.spark.types import spark_schema
 
 pytestmark = pytest.mark.spark
-
-ANSI_ON: Final = {"spark.sql.ansi.enabled": "true"}
 
 _CARRIER_RANGES: Final = {
     # the Spark carrier's own range (streamctl.spark.types): what a Parquet column read with
@@ -97,22 +94,7 @@ def _outcome(spark: Any, spec: SourceSpec, rows: list[tuple[Any, ...]]) -> list[
     try:
         return [tuple(row) for row in conform(frame, spec).frame().collect()]
     except Exception as error:  # a value the column cannot take fails the query: its message
-        parameters = getattr(error, "getMessageParameters", lambda: None)() or {}
-        return str(parameters.get("errorMessage", error))
-
-
-def _same(a: list[Any] | str, b: list[Any] | str) -> bool:
-    def same_value(x: Any, y: Any) -> bool:
-        if isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y):
-            return True
-        return bool(x == y and type(x) is type(y))
-
-    if isinstance(a, str) or isinstance(b, str):
-        return a == b
-    return len(a) == len(b) and all(
-        all(same_value(x, y) for x, y in zip(row_a, row_b, strict=True))
-        for row_a, row_b in zip(a, b, strict=True)
-    )
+        return failure_message(error)
 
 
 @spark_examples(10)
@@ -129,12 +111,12 @@ def test_conform_means_the_same_under_the_planners_settings(spark: Any, table: A
     with spark_conf(spark, SPARK_CONF):
         planned = [_outcome(spark, spec, batch) for batch in batches]
     for row, a, b in zip(rows, default[1:], planned[1:], strict=True):
-        assert _same(a, b), (schema, row, a, b)
+        assert same_outcome(a, b), (schema, row, a, b)
     failures = {outcome for outcome in default[1:] if isinstance(outcome, str)}
     if isinstance(default[0], str) or isinstance(planned[0], str):
         assert {default[0], planned[0]} <= failures, (schema, rows, default[0], planned[0])
     else:
-        assert _same(default[0], planned[0]), (schema, rows, default[0], planned[0])
+        assert same_outcome(default[0], planned[0]), (schema, rows, default[0], planned[0])
     for row, outcome in zip(rows, default[1:], strict=True):  # the checks themselves
         refused = [
             column["name"]
@@ -149,7 +131,7 @@ def test_conform_means_the_same_under_the_planners_settings(spark: Any, table: A
         if refused:
             assert isinstance(outcome, str), (schema, row, refused, outcome)
         else:
-            assert _same(outcome, [row]), (schema, row, outcome)
+            assert same_outcome(outcome, [row]), (schema, row, outcome)
 
 
 def _within(value: int, nes_type: str) -> bool:
