@@ -92,7 +92,6 @@ class _RawSide:
             session,
             lambda _name: source_relation(session, self.source, self.root / "raw-staging"),
             bounded=False,
-            work_dir=self.root / f"raw-{self.starts}",
         )
         spark_query = start_sink(
             translated.dataframe,

@@ -274,7 +274,6 @@ def _planned(session: SparkSession, query: ThroughputQuery, inputs: Path, work: 
             session,
             lambda name: source_relation(session, source, work / "staging" / name),
             bounded=True,
-            work_dir=work / "query",
         )
         return start_sink(
             translated.dataframe,

@@ -63,7 +63,7 @@ def build_assignment(
             return frame
 
         bounded = all(is_bounded(spec) for specs in sources.values() for spec in specs)
-        translated = build(query_plan, session, read, bounded=bounded, work_dir=work_dir)
+        translated = build(query_plan, session, read, bounded=bounded)
         return translated, sink
     except (PlannerError, ConnectorError, ValueError) as error:
         raise ApplicationError(

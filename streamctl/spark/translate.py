@@ -48,8 +48,10 @@ Semantics it guarantees (NebulaStream's, where Spark's differ):
   watermark passes the slide's end (later on an unbounded stream, the same rows; bounded
   input flushes every window at its end).
 * **Bounded input** (``bounded=True``): every window is emitted when the input ends. Each
-  window operator's input is unioned with a one-row *end-of-input marker* stream (a file
-  stream over a per-query directory under ``work_dir``) whose event time is
+  window operator's input is unioned with a one-row *end-of-input marker* stream (Spark's
+  ``rate-micro-batch`` source, one row per batch: under ``availableNow`` exactly one, in the
+  first batch, with no file listing per batch and nothing on disk but the checkpoint's
+  offsets) whose event time is
   :data:`MARKER_EVENT_TIME_MS`; the watermark is defined after that union and the marker row
   is dropped by a filter on the event-time column itself (a filter on any other column would
   be pushed below the watermark into the scans). With ``trigger(availableNow=True)`` Spark
@@ -84,7 +86,6 @@ import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
 from pyspark.sql import DataFrame, SparkSession
@@ -160,14 +161,12 @@ class TranslatedQuery:
     ``trigger(availableNow=True)`` when ``available_now``.
 
     ``flushes_windows_at_end`` says that end-of-input markers were wired in (bounded windowed
-    query); ``marker_directories`` are the directories they read (created by :func:`build`).
-    ``spark_conf`` are the settings the DataFrame was analysed with."""
+    query). ``spark_conf`` are the settings the DataFrame was analysed with."""
 
     dataframe: DataFrame
     output_mode: str
     available_now: bool
     flushes_windows_at_end: bool
-    marker_directories: tuple[Path, ...]
     spark_conf: Mapping[str, str]
 
 
@@ -206,7 +205,6 @@ def build(
     read_source: ReadSource,
     *,
     bounded: bool,
-    work_dir: Path,
     read_inline: ReadInline | None = None,
 ) -> TranslatedQuery:
     """Build the streaming DataFrame of ``query_plan``.
@@ -214,8 +212,7 @@ def build(
     ``read_source(name)`` gives a logical source's rows; ``read_inline(scan)`` an inline
     source's (queries with inline sources need it). ``bounded`` says that every source ends
     (files, inline data): windows are then flushed at the end and the query should run with
-    ``trigger(availableNow=True)``. ``work_dir`` is a directory private to this query (its
-    marker directories go there; the same ``work_dir`` on restart reuses them).
+    ``trigger(availableNow=True)``.
 
     Raises :class:`~streamctl.planner.errors.PlannerError` for plans it cannot run."""
     # Spark's readers are made with the session's own settings (connectors keep their
@@ -223,7 +220,7 @@ def build(
     # projections above it are analysed as one query under SPARK_CONF, with the plan's other
     # operators (module docstring).
     inputs = _read_inputs(query_plan.root, read_source, read_inline)
-    translator = _Translator(session, inputs, bounded, Path(work_dir), query_plan.root)
+    translator = _Translator(session, inputs, bounded, query_plan.root)
     with spark_conf(session):
         try:
             frame = _frame(translator.operator(query_plan.root))
@@ -233,8 +230,7 @@ def build(
         dataframe=frame,
         output_mode="append",
         available_now=bounded,
-        flushes_windows_at_end=bool(translator.marker_directories),
-        marker_directories=tuple(translator.marker_directories),
+        flushes_windows_at_end=translator.markers > 0,
         spark_conf=dict(SPARK_CONF),
     )
 
@@ -280,14 +276,12 @@ class _Translator:
         session: SparkSession,
         inputs: dict[int, Rows],
         bounded: bool,
-        work_dir: Path,
         root: plan.Operator,
     ) -> None:
         self.session = session
         self.inputs = inputs
         self.bounded = bounded
-        self.work_dir = work_dir
-        self.marker_directories: list[Path] = []
+        self.markers = 0
         # Which hidden event-time columns each operator carries up for stacked windows above
         # (also refuses, as the binder did, what Spark cannot run).
         self.stacking = stacking.analyze(root)
@@ -467,13 +461,16 @@ class _Translator:
         return frame, window_name, shift
 
     def marker_rows(self, fields: tuple[plan.Field, ...]) -> DataFrame:
-        directory = self.work_dir / "end-of-input-markers" / str(len(self.marker_directories))
-        directory.mkdir(parents=True, exist_ok=True)
-        marker_file = directory / "marker.txt"
-        if not marker_file.exists():
-            marker_file.write_text("end of input\n")
-        self.marker_directories.append(directory)
-        stream = self.session.readStream.format("text").load(str(directory))
+        """One end-of-input marker row per batch; under ``availableNow`` Spark takes the
+        source's offset once, at the start, so the first batch holds the only one (a restart
+        from the checkpoint reads one more, after the watermark passed it: filtered out)."""
+        self.markers += 1
+        stream = (
+            self.session.readStream.format("rate-micro-batch")
+            .option("rowsPerBatch", 1)
+            .option("numPartitions", 1)
+            .load()
+        )
         return S.project(
             stream,
             [*(_marker_value(f.type).alias(f.name) for f in fields), S.lit(True).alias(_MARKER)],

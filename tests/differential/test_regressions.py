@@ -38,7 +38,7 @@ def _spark(spark: Any, text: str, sources: dict[str, tuple[list[Col], Rows]], tm
         ]
         return spark.createDataFrame(typed, spark_schema(columns))
 
-    translated = build(query_plan, spark, read_source, bounded=False, work_dir=tmp)
+    translated = build(query_plan, spark, read_source, bounded=False)
     return sorted(
         (tuple(plain(v) for v in row) for row in translated.dataframe.collect()), key=repr
     )

@@ -146,5 +146,5 @@ def _on_reference_and_spark(
     query_plan = bound_plan(text, sources)
     reference = sorted(run_reference(query_plan, rows))
     read_source = csv_stream_reader(spark, tmp_path / "sources", sources)
-    translated = build(query_plan, spark, read_source, bounded=True, work_dir=tmp_path / "work")
+    translated = build(query_plan, spark, read_source, bounded=True)
     return reference, sorted(run_to_end(spark, translated, name, tmp_path / "checkpoint"))

@@ -58,7 +58,7 @@ def run_batch(spark: Any, text: str, sources: Sources, tmp_path: Path) -> Rows:
         columns, rows = sources[name]
         return spark.createDataFrame([_spark_row(r, columns) for r in rows], spark_schema(columns))
 
-    translated = build(query_plan, spark, read_source, bounded=False, work_dir=tmp_path)
+    translated = build(query_plan, spark, read_source, bounded=False)
     rows = [tuple(plain(v) for v in row) for row in translated.dataframe.collect()]
     return sorted(rows, key=_sort_key)
 
@@ -76,7 +76,7 @@ def run_stream(spark: Any, text: str, sources: Sources, tmp_path: Path) -> Rows:
         (directory / "part.csv").write_text("".join(line + "\n" for line in lines))
         return spark.readStream.schema(spark_schema(columns)).csv(str(directory))
 
-    translated = build(query_plan, spark, read_source, bounded=True, work_dir=tmp_path / "work")
+    translated = build(query_plan, spark, read_source, bounded=True)
     name = f"h8_{abs(hash((text, str(tmp_path)))) % 10**9}"
     rows = run_to_end(spark, translated, name, tmp_path / "checkpoint")
     return sorted(rows, key=_sort_key)

@@ -59,7 +59,7 @@ def _same_on_both(
         (directory / "part.csv").write_text(lines)
         return spark.readStream.schema(spark_schema(STREAM)).csv(str(directory))
 
-    translated = build(query_plan, spark, read_source, bounded=True, work_dir=base / "work")
+    translated = build(query_plan, spark, read_source, bounded=True)
     actual = sorted(
         run_to_end(spark, translated, f"stacked_prop_{_RUNS[0]}", base / "ck"), key=repr
     )

@@ -61,7 +61,7 @@ def _spark(spark: Any, text: str, tmp_path: Path) -> list[tuple[Any, ...]]:
     query_plan = bound_plan(text, SOURCES)
 
     read_source = csv_stream_reader(spark, base / "sources", SOURCES)
-    translated = build(query_plan, spark, read_source, bounded=True, work_dir=base / "work")
+    translated = build(query_plan, spark, read_source, bounded=True)
     rows = run_to_end(spark, translated, f"stacked_{_RUNS[0]}", base / "checkpoint")
     return sorted(rows, key=repr)
 

@@ -100,7 +100,7 @@ def _run_batch(
         frame = spark.createDataFrame(rows, spark_schema(columns))
         return S.Relation(frame) if relation else frame
 
-    translated = build(query_plan, spark, read_source, bounded=False, work_dir=tmp_path)
+    translated = build(query_plan, spark, read_source, bounded=False)
     return [tuple(plain(v) for v in row) for row in translated.dataframe.collect()]
 
 
@@ -315,7 +315,7 @@ def test_inline_sources_need_a_reader(spark: Any, tmp_path: Path) -> None:
         MemoryCatalog(),
     )
     with pytest.raises(PlannerError) as error:
-        build(bound.plan, spark, lambda name: None, bounded=True, work_dir=tmp_path)  # type: ignore[arg-type,return-value]
+        build(bound.plan, spark, lambda name: None, bounded=True)  # type: ignore[arg-type,return-value]
     assert error.value.code == NOT_SUPPORTED
 
 
@@ -343,7 +343,7 @@ def _run_stream(
         columns, rows = sources[name]
         return _stream(spark, tmp_path / "sources" / name, columns, rows)
 
-    translated = build(query_plan, spark, read_source, bounded=bounded, work_dir=tmp_path / "work")
+    translated = build(query_plan, spark, read_source, bounded=bounded)
     name = f"q{abs(hash(text)) % 10**8}_{len(list(tmp_path.iterdir()))}"
     rows = run_to_end(spark, translated, name, tmp_path / "checkpoint")
     return translated, sorted(rows)
@@ -373,7 +373,6 @@ def test_every_tumbling_window_is_emitted_when_bounded_input_ends(
     ]
     assert translated.available_now and translated.flushes_windows_at_end
     assert translated.output_mode == "append"
-    assert all(d.is_relative_to(tmp_path / "work") for d in translated.marker_directories)
 
 
 def test_sliding_windows_start_at_zero(spark: Any, tmp_path: Path) -> None:
@@ -438,11 +437,9 @@ def test_unbounded_queries_get_no_markers(spark: Any, tmp_path: Path) -> None:
         spark,
         lambda name: _stream(spark, tmp_path / "in", READINGS[0], READINGS[1]),
         bounded=False,
-        work_dir=tmp_path / "work",
     )
     assert not translated.available_now and not translated.flushes_windows_at_end
     assert translated.dataframe.isStreaming
-    assert not (tmp_path / "work").exists()
 
 
 def test_plans_from_json_translate_like_the_original(spark: Any, tmp_path: Path) -> None:
@@ -461,8 +458,8 @@ def test_plans_from_json_translate_like_the_original(spark: Any, tmp_path: Path)
             [tuple(Decimal(v) for v in r) for r in rows], spark_schema(READINGS[0])
         )
 
-    first = build(bound.plan, spark, read_source, bounded=False, work_dir=tmp_path)
-    second = build(restored, spark, read_source, bounded=False, work_dir=tmp_path)
+    first = build(bound.plan, spark, read_source, bounded=False)
+    second = build(restored, spark, read_source, bounded=False)
     assert first.dataframe.columns == second.dataframe.columns == ["READINGS$ID", "V"]
     assert first.dataframe.collect() == second.dataframe.collect()
 

@@ -64,7 +64,7 @@ def _run(
         (directory / "part.csv").write_text("".join(row + "\n" for row in rows))
         return spark.readStream.schema(spark_schema(columns)).csv(str(directory))
 
-    translated = build(query_plan, spark, read_source, bounded=bounded, work_dir=base / "work")
+    translated = build(query_plan, spark, read_source, bounded=bounded)
     name = f"window_forms_{_RUNS[0]}"
     rows = run_to_end(spark, translated, name, base / "checkpoint")
     return sorted(rows, key=repr)
