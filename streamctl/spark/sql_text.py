@@ -32,7 +32,8 @@ from __future__ import annotations
 import copy
 import math
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Union, overload
 
@@ -54,6 +55,7 @@ __all__ = [
     "project",
     "string_literal",
     "when",
+    "where",
 ]
 
 Operand = Union["Sql", str, int, float, bool, Decimal, None]
@@ -318,17 +320,31 @@ def project(frame: DataFrame | Relation, items: Iterable[Item]) -> DataFrame | R
     return frame.selectExpr(*(_item_text(item) for item in items))
 
 
+@dataclass(frozen=True)
+class _Step:
+    """One step of a :class:`Relation`: ``project`` (``texts``: its items), ``where``
+    (``texts``: the condition), ``watermark`` (``texts``: the event-time column's name and
+    the delay in milliseconds) or ``union`` (``other``: the relation appended)."""
+
+    kind: str
+    texts: tuple[str, ...] = ()
+    other: Relation | None = None
+
+
 class Relation:
-    """Projections and filters over one DataFrame, kept as the text of one SQL query until
-    :meth:`frame`.
+    """Projections, filters, a watermark and unions over DataFrames, kept as the text of one
+    SQL query until :meth:`frame`.
 
     Why: each ``selectExpr`` makes a new DataFrame, which Spark analyses at once, the whole
     plan below it again; a source's parsing and a sink's formatting are chains of up to a
     dozen projections (each stage computed once per row: Spark keeps a projection apart where
     merging it would repeat a costly expression), and their ``selectExpr`` calls took ~0.45 s
     of a planned query's ~0.9 s start under load, of which parsing the expressions ~0.1 s.
-    As nested subqueries of one ``SELECT`` over a temporary view of the DataFrame, Spark
-    parses and analyses the chain once, into the same projections and filters.
+    As nested subqueries of one ``SELECT`` over temporary views of the DataFrames, Spark
+    parses and analyses the chain once, into the same projections and filters; a window's
+    input (its source's parsing, the end-of-input marker's union, the event time, the
+    watermark and the window's assignment) is one such query. A watermark is Spark SQL's
+    ``WATERMARK`` clause, the same ``EventTimeWatermark`` node as ``withWatermark``.
 
     :attr:`columns` are tracked here: every item names its column (``"*"``, a bare column,
     or :meth:`Sql.alias`). On Spark Connect, where DataFrame calls are client-side and
@@ -337,19 +353,18 @@ class Relation:
 
     def __init__(self, frame: DataFrame) -> None:
         self._base = frame
-        self._steps: tuple[tuple[str, list[str]], ...] = ()
-        """``("project", item texts)`` or ``("where", [condition text])``, in order."""
+        self._steps: tuple[_Step, ...] = ()
         self.columns: list[str] = list(frame.columns)
 
     @property
     def session(self) -> SparkSession:
         return self._base.sparkSession
 
-    def _then(self, kind: str, texts: list[str], columns: list[str]) -> Relation:
-        step = copy.copy(self)
-        step._steps = (*self._steps, (kind, texts))
-        step.columns = columns
-        return step
+    def _then(self, step: _Step, columns: list[str]) -> Relation:
+        following = copy.copy(self)
+        following._steps = (*self._steps, step)
+        following.columns = columns
+        return following
 
     def project(self, items: Iterable[Item]) -> Relation:
         texts, columns = [], []
@@ -361,39 +376,98 @@ class Relation:
                 columns.extend(self.columns)
             else:
                 raise ValueError(f"a projection item of a Relation needs a name: {item!r}")
-        return self._then("project", texts, columns)
+        return self._then(_Step("project", tuple(texts)), columns)
 
     def where(self, condition: Sql) -> Relation:
-        return self._then("where", [condition.text], self.columns)
+        return self._then(_Step("where", (condition.text,)), self.columns)
+
+    def drop(self, name: str) -> Relation:
+        """Without the column ``name``."""
+        return self.project([col(c) for c in self.columns if c != name])
+
+    def watermark(self, name: str, delay_ms: int) -> Relation:
+        """With a watermark ``delay_ms`` behind the latest value of the timestamp ``name``."""
+        return self._then(_Step("watermark", (name, str(int(delay_ms)))), self.columns)
+
+    def union_all(self, other: Relation) -> Relation:
+        """This relation's rows and ``other``'s, whose columns must be the same, in order."""
+        if other.columns != self.columns:
+            raise ValueError(f"a union needs the same columns: {self.columns} vs {other.columns}")
+        return self._then(_Step("union", other=other), self.columns)
 
     def frame(self) -> DataFrame:
-        """The DataFrame: one query over a temporary view of the base, which is dropped again
-        (the query's plan holds the base's own plan). Explain it through
+        """The DataFrame: one query over temporary views of the bases, which are dropped
+        again (the query's plan holds the bases' own plans). Explain it through
         :func:`explainable`."""
         if not self._steps:
             return self._base
         from streamctl.worker.spark_session import is_connect  # imports this module's users
 
-        session = self._base.sparkSession
-        if is_connect(session):
-            frame = self._base
-            for kind, texts in self._steps:
-                frame = frame.selectExpr(*texts) if kind == "project" else frame.where(texts[0])
-            return frame
-        view = f"streamctl_relation_{uuid.uuid4().hex}"
-        source = quote_identifier(view)
-        for depth, (kind, texts) in enumerate(self._steps):
-            select = (
-                f"SELECT {', '.join(texts)} FROM {source}"
-                if kind == "project"
-                else f"SELECT * FROM {source} WHERE {texts[0]}"
-            )
-            source = f"({select}) AS {quote_identifier(f'_s{depth}')}"
-        self._base.createOrReplaceTempView(view)
+        if is_connect(self.session):
+            return self._applied()
+        views: list[tuple[str, DataFrame]] = []
+        text = self._text(views, iter(range(1_000_000)))
+        for view, base in views:
+            base.createOrReplaceTempView(view)
         try:
-            return session.sql(f"SELECT * FROM {source}")
+            return self.session.sql(text)
         finally:
-            session.catalog.dropTempView(view)
+            for view, _base in views:
+                self.session.catalog.dropTempView(view)
+
+    def _text(self, views: list[tuple[str, DataFrame]], aliases: Iterator[int]) -> str:
+        """This relation as one ``SELECT``, adding the views of its bases to ``views``."""
+        view = f"streamctl_relation_{uuid.uuid4().hex}"
+        views.append((view, self._base))
+        query = f"SELECT * FROM {quote_identifier(view)}"
+        for step in self._steps:
+            inner = f"({query}) AS {quote_identifier(f'_s{next(aliases)}')}"
+            if step.kind == "project":
+                query = f"SELECT {', '.join(step.texts)} FROM {inner}"
+            elif step.kind == "where":
+                query = f"SELECT * FROM {inner} WHERE {step.texts[0]}"
+            elif step.kind == "watermark":
+                name, delay_ms = step.texts
+                query = (
+                    f"SELECT * FROM ({query}) WATERMARK {quote_identifier(name)} "
+                    f"DELAY OF INTERVAL {delay_ms} MILLISECONDS "
+                    f"AS {quote_identifier(f'_s{next(aliases)}')}"
+                )
+            else:
+                assert step.other is not None
+                appended = step.other._text(views, aliases)
+                other = f"({appended}) AS {quote_identifier(f'_s{next(aliases)}')}"
+                query = f"SELECT * FROM {inner} UNION ALL SELECT * FROM {other}"
+        return query
+
+    def _applied(self) -> DataFrame:
+        """The steps applied one by one with DataFrame calls (Spark Connect)."""
+        frame = self._base
+        for step in self._steps:
+            if step.kind == "project":
+                frame = frame.selectExpr(*step.texts)
+            elif step.kind == "where":
+                frame = frame.where(step.texts[0])
+            elif step.kind == "watermark":
+                name, delay_ms = step.texts
+                frame = frame.withWatermark(quote_identifier(name), f"{delay_ms} milliseconds")
+            else:
+                assert step.other is not None
+                frame = frame.union(step.other._applied())
+        return frame
+
+
+@overload
+def where(frame: DataFrame, condition: Sql) -> DataFrame: ...
+@overload
+def where(frame: Relation, condition: Sql) -> Relation: ...
+@overload
+def where(frame: DataFrame | Relation, condition: Sql) -> DataFrame | Relation: ...
+def where(frame: DataFrame | Relation, condition: Sql) -> DataFrame | Relation:
+    """``frame``'s rows where ``condition`` holds."""
+    if isinstance(frame, Relation):
+        return frame.where(condition)
+    return frame.where(condition.text)
 
 
 def explainable(frame: DataFrame) -> DataFrame:

@@ -309,10 +309,7 @@ class _Translator:
                 ],
             )
         if isinstance(operator, plan.Filter):
-            rows, predicate = self.operator(operator.input), expression(operator.predicate)
-            if isinstance(rows, Relation):
-                return rows.where(predicate)
-            return rows.filter(predicate.text)
+            return S.where(self.operator(operator.input), expression(operator.predicate))
         if isinstance(operator, plan.Project):
             return S.project(
                 self.operator(operator.input),
@@ -349,7 +346,10 @@ class _Translator:
         ``nes#window`` (``nes#window#<side>`` for a join's side), and returns the shift of
         the time windows were assigned from (:mod:`streamctl.planner.stacking`): windows
         start at ``k * slide`` ms plus ``shift`` us. Keeps the hidden columns ``operator``
-        carries, and the event time when a window above reads it (a join side's)."""
+        carries, and the event time when a window above reads it (a join side's).
+
+        Built as one :class:`~streamctl.spark.sql_text.Relation` with the input's own steps (a
+        source's parsing): Spark analyses it once, not once per step (a dozen)."""
         window = owner.window
         # An aggregation's input keeps the names it always had (its state's key schema).
         suffix = "" if side == "input" else f"#{side}"
@@ -358,39 +358,36 @@ class _Translator:
         keep = self.stacking.keep[(position, side)]
         passed = [c for c in self.carried(operator) if c != carrier]
         event_time = _EVENT_TIME + suffix
+        rows = self.operator(operator)
+        frame = rows if isinstance(rows, Relation) else Relation(rows)
         if carrier is None:
-            frame = self.frame(operator)
             time_type = next(f.type for f in operator.fields if f.name == time_column)
             event_ms = to_long_bits(column(time_column), time_type)
             if self.bounded:
-                frame = S.project(frame, ["*", S.lit(False).alias(_MARKER)]).unionByName(
-                    self.marker_rows(operator.fields)
-                )
+                frame = S.project(frame, ["*", S.lit(False).alias(_MARKER)])
+                frame = frame.union_all(self.marker_rows(operator.fields, frame.columns))
                 event_ms = S.when(column(_MARKER), MARKER_EVENT_TIME_MS).otherwise(event_ms)
             # One microsecond after the millisecond (stacking.BASE_SHIFT_US): an event at 0
             # would be "late" for a stateful operator above another one in the first batch.
             event_us = event_ms * 1000 + stacking.BASE_SHIFT_US
-            frame = frame.withColumn(event_time, S.call("timestamp_micros", event_us).column())
-            frame = frame.withWatermark(
-                quote_identifier(event_time), f"{window.allowed_lateness_ms} milliseconds"
-            )
+            frame = S.project(frame, ["*", S.call("timestamp_micros", event_us).alias(event_time)])
+            frame = frame.watermark(event_time, window.allowed_lateness_ms)
             if self.bounded:
                 # The filter must be on the event-time column: Spark pushes filters on other
                 # columns below the watermark, where they would drop the marker too early.
                 marker_time = S.call("timestamp_millis", MARKER_EVENT_TIME_MS)
-                frame = frame.filter((column(event_time) < marker_time).text).drop(_MARKER)
+                frame = frame.where(column(event_time) < marker_time).drop(_MARKER)
             # A row without an event time belongs to no window (filters on the event-time
             # column stay above the watermark).
-            frame = frame.filter(column(event_time).isNotNull().text)
+            frame = frame.where(column(event_time).isNotNull())
             shift = stacking.BASE_SHIFT_US
         else:
             # A stacked window: no watermark of its own (Spark refuses a second one); the time
             # is the marked column the window operator below carries up, whose watermark is
             # the sources' (bounded sources' markers included).
-            frame = self.frame(operator)
             carried = column(carrier.name)
             time = S.call("window_time", carried) if carrier.kind == "struct" else carried
-            frame = frame.withColumn(event_time, time.column())
+            frame = S.project(frame, ["*", time.alias(event_time)])
             shift = carrier.shift_us
         window_name = _WINDOW + suffix
         size = f"{window.size_ms} milliseconds"
@@ -422,7 +419,7 @@ class _Translator:
                 assigned = S.call("window", column(event_time), slide, slide, offset)
                 event = _nes_ms(column(event_time), shift)
                 in_window = S.call("pmod", event, window.slide_ms)
-                frame = frame.filter((in_window < window.size_ms).text)
+                frame = frame.where(in_window < window.size_ms)
         else:
             assigned = S.call("window", column(event_time), size, slide, offset)
         kept: list[Sql | str] = [column(c.name) for c in passed]
@@ -455,15 +452,16 @@ class _Translator:
         else:
             frame = S.project(frame, [*(column(f.name) for f in operator.fields), window_struct])
         if keep_starts_at_slides:
-            frame = frame.filter((S.call("pmod", nes_start, window.slide_ms) == 0).text)
+            frame = frame.where(S.call("pmod", nes_start, window.slide_ms) == 0)
         if window.kind == "sliding":
-            frame = frame.filter((nes_start >= 0).text)
-        return frame, window_name, shift
+            frame = frame.where(nes_start >= 0)
+        return frame.frame(), window_name, shift
 
-    def marker_rows(self, fields: tuple[plan.Field, ...]) -> DataFrame:
-        """One end-of-input marker row per batch; under ``availableNow`` Spark takes the
-        source's offset once, at the start, so the first batch holds the only one (a restart
-        from the checkpoint reads one more, after the watermark passed it: filtered out)."""
+    def marker_rows(self, fields: tuple[plan.Field, ...], columns: list[str]) -> Relation:
+        """``columns`` (``fields`` and the marker flag) of one end-of-input marker row per
+        batch; under ``availableNow`` Spark takes the source's offset once, at the start, so
+        the first batch holds the only one (a restart from the checkpoint reads one more, after
+        the watermark passed it: filtered out)."""
         self.markers += 1
         stream = (
             self.session.readStream.format("rate-micro-batch")
@@ -471,10 +469,8 @@ class _Translator:
             .option("numPartitions", 1)
             .load()
         )
-        return S.project(
-            stream,
-            [*(_marker_value(f.type).alias(f.name) for f in fields), S.lit(True).alias(_MARKER)],
-        )
+        values = {f.name: _marker_value(f.type) for f in fields} | {_MARKER: S.lit(True)}
+        return S.project(Relation(stream), [values[name].alias(name) for name in columns])
 
     def window_aggregate(self, operator: plan.WindowAggregate) -> DataFrame:
         frame, window_name, shift = self.windowed_input(

@@ -180,6 +180,8 @@ steps = st.lists(
         st.tuples(st.just("add"), integer_trees()),
         st.tuples(st.just("keep_base"), integer_trees()),
         st.tuples(st.just("where"), boolean_trees()),
+        st.tuples(st.just("union"), boolean_trees()),
+        st.tuples(st.just("drop_last"), boolean_trees()),
     ),
     min_size=1,
     max_size=6,
@@ -194,22 +196,41 @@ steps = st.lists(
 def test_a_relation_is_its_steps_applied_as_dataframe_calls(
     spark: Any, chain: list[tuple[str, tuple[Any, Any]]], rows: list[tuple[int | None, ...]]
 ) -> None:
-    """Projections and filters kept as one query's text (:class:`S.Relation`) give the rows,
-    the columns and their names that the same steps give as pyspark Column calls, for any
-    column names; the temporary view it queries is gone afterwards."""
+    """Projections, filters and unions kept as one query's text (:class:`S.Relation`) give
+    the rows, the columns and their names that the same steps give as pyspark Column calls,
+    for any column names, and so do the steps applied one by one (as on Spark Connect); the
+    temporary views it queries are gone afterwards."""
+    from pyspark.sql import functions as F
+
     frame = spark.createDataFrame(rows, ", ".join(f"{name} int" for name in COLUMNS))
     relation, expected = S.Relation(frame), frame
     for index, (kind, (tree, make)) in enumerate(chain):
         name = f"{NAMES[index % len(NAMES)]} {index}"
         if kind == "where":
             relation, expected = relation.where(tree), expected.where(make())
+        elif kind == "union":  # the rows so far, and the base's rows where the tree holds
+            other = S.project(S.Relation(frame).where(tree), [S.col(c) for c in COLUMNS])
+            padding = [S.lit(0).alias(c) for c in relation.columns[len(COLUMNS) :]]
+            other = S.project(other, [*(S.col(c) for c in COLUMNS), *padding])
+            relation = relation.union_all(other)
+            padded = frame.where(make()).select(
+                *COLUMNS, *(F.lit(0).alias(c) for c in expected.columns[len(COLUMNS) :])
+            )
+            expected = expected.union(padded)
+        elif kind == "drop_last":
+            if len(relation.columns) == len(COLUMNS):
+                continue  # the base's columns stay: the trees read them
+            relation = relation.drop(relation.columns[-1])
+            expected = expected.drop(expected.columns[-1])
         elif kind == "add":
             relation = S.project(relation, ["*", tree.alias(name)])
             expected = expected.select("*", make().alias(name))
         else:
             relation = S.project(relation, [*(S.col(c) for c in COLUMNS), tree.alias(name)])
             expected = expected.select(*COLUMNS, make().alias(name))
-    got = relation.frame()
-    assert got.columns == expected.columns == relation.columns
-    assert [tuple(row) for row in got.collect()] == [tuple(row) for row in expected.collect()]
+    got, applied = relation.frame(), relation._applied()
+    assert got.columns == applied.columns == expected.columns == relation.columns
+    want = sorted((tuple(row) for row in expected.collect()), key=repr)
+    assert sorted((tuple(row) for row in got.collect()), key=repr) == want
+    assert sorted((tuple(row) for row in applied.collect()), key=repr) == want
     assert not [t for t in spark.catalog.listTables() if t.name.startswith("streamctl_relation")]
