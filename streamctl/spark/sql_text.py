@@ -324,11 +324,13 @@ def project(frame: DataFrame | Relation, items: Iterable[Item]) -> DataFrame | R
 class _Step:
     """One step of a :class:`Relation`: ``project`` (``texts``: its items), ``where``
     (``texts``: the condition), ``watermark`` (``texts``: the event-time column's name and
-    the delay in milliseconds) or ``union`` (``other``: the relation appended)."""
+    the delay in milliseconds), ``union`` (``other``: the relation appended) or ``aggregate``
+    (``keys``: the grouping expressions and their names, ``texts``: the aggregates)."""
 
     kind: str
     texts: tuple[str, ...] = ()
     other: Relation | None = None
+    keys: tuple[tuple[str, str], ...] = ()
 
 
 class Relation:
@@ -389,6 +391,13 @@ class Relation:
         """With a watermark ``delay_ms`` behind the latest value of the timestamp ``name``."""
         return self._then(_Step("watermark", (name, str(int(delay_ms)))), self.columns)
 
+    def aggregate(self, keys: Iterable[tuple[Sql, str]], values: Iterable[Named]) -> Relation:
+        """One row per group of the ``keys`` (expressions and their names), with the
+        aggregates ``values``: ``groupBy(keys).agg(values)``."""
+        keys, values = list(keys), list(values)
+        step = _Step("aggregate", tuple(values), keys=tuple((key.text, name) for key, name in keys))
+        return self._then(step, [*(name for _key, name in keys), *(v.name for v in values)])
+
     def union_all(self, other: Relation) -> Relation:
         """This relation's rows and ``other``'s, whose columns must be the same, in order."""
         if other.columns != self.columns:
@@ -426,6 +435,19 @@ class Relation:
                 query = f"SELECT {', '.join(step.texts)} FROM {inner}"
             elif step.kind == "where":
                 query = f"SELECT * FROM {inner} WHERE {step.texts[0]}"
+            elif step.kind == "aggregate":
+                # The keys are computed below and grouped by name: an integer literal in
+                # GROUP BY would be taken for a position in the select list.
+                hidden = [quote_identifier(f"nes#group#{i}") for i in range(len(step.keys))]
+                pairs = list(zip(step.keys, hidden, strict=True))
+                keyed = ", ".join(["*", *(f"{text} AS {h}" for (text, _), h in pairs)])
+                named = [f"{h} AS {quote_identifier(name)}" for (_, name), h in pairs]
+                grouping = f" GROUP BY {', '.join(hidden)}" if hidden else ""
+                query = (
+                    f"SELECT {', '.join([*named, *step.texts])} "
+                    f"FROM (SELECT {keyed} FROM {inner}) AS "
+                    f"{quote_identifier(f'_s{next(aliases)}')}{grouping}"
+                )
             elif step.kind == "watermark":
                 name, delay_ms = step.texts
                 query = (
@@ -448,6 +470,11 @@ class Relation:
                 frame = frame.selectExpr(*step.texts)
             elif step.kind == "where":
                 frame = frame.where(step.texts[0])
+            elif step.kind == "aggregate":
+                from pyspark.sql import functions as F
+
+                keys = [F.expr(f"{text} AS {quote_identifier(n)}") for text, n in step.keys]
+                frame = frame.groupBy(*keys).agg(*(F.expr(text) for text in step.texts))
             elif step.kind == "watermark":
                 name, delay_ms = step.texts
                 frame = frame.withWatermark(quote_identifier(name), f"{delay_ms} milliseconds")

@@ -340,7 +340,7 @@ class _Translator:
         side: str,
         operator: plan.Operator,
         time_column: str,
-    ) -> tuple[DataFrame, str, int]:
+    ) -> tuple[Relation, str, int]:
         """The input ``operator`` (``side`` of the window operator ``owner``) with event time,
         watermark, (marker) and window assignment: adds the struct column returned, named
         ``nes#window`` (``nes#window#<side>`` for a join's side), and returns the shift of
@@ -455,7 +455,7 @@ class _Translator:
             frame = frame.where(S.call("pmod", nes_start, window.slide_ms) == 0)
         if window.kind == "sliding":
             frame = frame.where(nes_start >= 0)
-        return frame.frame(), window_name, shift
+        return frame, window_name, shift
 
     def marker_rows(self, fields: tuple[plan.Field, ...], columns: list[str]) -> Relation:
         """``columns`` (``fields`` and the marker flag) of one end-of-input marker row per
@@ -472,17 +472,17 @@ class _Translator:
         values = {f.name: _marker_value(f.type) for f in fields} | {_MARKER: S.lit(True)}
         return S.project(Relation(stream), [values[name].alias(name) for name in columns])
 
-    def window_aggregate(self, operator: plan.WindowAggregate) -> DataFrame:
+    def window_aggregate(self, operator: plan.WindowAggregate) -> Relation:
         frame, window_name, shift = self.windowed_input(
             operator, "input", operator.input, operator.time_column
         )
-        grouped = frame.groupBy(
-            column(window_name).column(),
-            *(expression(key.expr).column(key.name) for key in operator.keys),
-        )
-        columns = [_aggregate(a).column(a.name) for a in operator.aggregates]
+        keys = [
+            (column(window_name), window_name),
+            *((expression(key.expr), key.name) for key in operator.keys),
+        ]
+        values = [_aggregate(a).alias(a.name) for a in operator.aggregates]
         # Spark needs one aggregate at least: a window without any counts its rows (unused).
-        aggregated = grouped.agg(*(columns or [S.call("count", 1).column(_ROW_COUNT)]))
+        aggregated = frame.aggregate(keys, values or [S.call("count", 1).alias(_ROW_COUNT)])
         # Only this window's struct can be carried: nothing else passes an aggregation.
         own = [column(window_name).alias(c.name) for c in self.carried(operator)]
         return S.project(
@@ -516,7 +516,7 @@ class _Translator:
             ) == _window_bound(right_window, "start", operator.window, right_shift)
         if operator.condition is not None:
             condition = condition & self.join_condition(operator, left_window, right_window)
-        joined = left.join(right, condition.column(), "inner")
+        joined = left.frame().join(right.frame(), condition.column(), "inner")
         position = self.stacking.position(operator)
         carried = self.carried(operator)
         # What the sides carry (their own time included) passes; this join's window is the

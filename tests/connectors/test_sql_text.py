@@ -192,9 +192,13 @@ steps = st.lists(
 @given(
     chain=steps,
     rows=st.lists(st.tuples(nullable_ints, nullable_ints, nullable_ints), min_size=1, max_size=20),
+    group_by=st.one_of(st.none(), integer_trees()),
 )
 def test_a_relation_is_its_steps_applied_as_dataframe_calls(
-    spark: Any, chain: list[tuple[str, tuple[Any, Any]]], rows: list[tuple[int | None, ...]]
+    spark: Any,
+    chain: list[tuple[str, tuple[Any, Any]]],
+    rows: list[tuple[int | None, ...]],
+    group_by: tuple[Any, Any] | None,
 ) -> None:
     """Projections, filters and unions kept as one query's text (:class:`S.Relation`) give
     the rows, the columns and their names that the same steps give as pyspark Column calls,
@@ -228,6 +232,13 @@ def test_a_relation_is_its_steps_applied_as_dataframe_calls(
         else:
             relation = S.project(relation, [*(S.col(c) for c in COLUMNS), tree.alias(name)])
             expected = expected.select(*COLUMNS, make().alias(name))
+    if group_by is not None:  # last: the groups' rows have none of the base's columns
+        tree, make = group_by
+        totals = [S.call("count", 1).alias("n"), S.call("sum", S.col("a")).alias("s a")]
+        relation = relation.aggregate([(tree, "k ${x}")], totals)
+        expected = expected.groupBy(make().alias("k ${x}")).agg(
+            F.count(F.lit(1)).alias("n"), F.sum(F.col("a")).alias("s a")
+        )
     got, applied = relation.frame(), relation._applied()
     assert got.columns == applied.columns == expected.columns == relation.columns
     want = sorted((tuple(row) for row in expected.collect()), key=repr)
