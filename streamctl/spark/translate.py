@@ -51,8 +51,10 @@ Semantics it guarantees (NebulaStream's, where Spark's differ):
   window operator's input is unioned with a one-row *end-of-input marker* stream (Spark's
   ``rate-micro-batch`` source, one row per batch: under ``availableNow`` exactly one, in the
   first batch, with no file listing per batch and nothing on disk but the checkpoint's
-  offsets) whose event time is
-  :data:`MARKER_EVENT_TIME_MS`; the watermark is defined after that union and the marker row
+  offsets) whose event time is :data:`MARKER_EVENT_TIME_MS`; the watermark (Spark SQL's
+  ``WATERMARK`` clause: a window's input, its aggregation and a single source's parsing are
+  one :class:`~streamctl.spark.sql_text.Relation`, analysed once) is defined after that
+  union and the marker row
   is dropped by a filter on the event-time column itself (a filter on any other column would
   be pushed below the watermark into the scans). With ``trigger(availableNow=True)`` Spark
   then runs one more, data-less batch that emits the remaining windows. Requirement: bounded
@@ -461,7 +463,14 @@ class _Translator:
         """``columns`` (``fields`` and the marker flag) of one end-of-input marker row per
         batch; under ``availableNow`` Spark takes the source's offset once, at the start, so
         the first batch holds the only one (a restart from the checkpoint reads one more, after
-        the watermark passed it: filtered out)."""
+        the watermark passed it: filtered out).
+
+        The values are computed from the rate source's counter (``value``, never negative),
+        never constants: a restart's batch holds the new marker row and no input (Spark plans
+        a source without new rows as an empty relation and drops that side of the union), and
+        with constants the optimizer would then rewrite the plan's aggregates (``COUNT(x)`` of
+        a value that cannot be NULL is ``COUNT(1)``, a constant grouping key is dropped) into
+        a different state schema, which Spark refuses to restore."""
         self.markers += 1
         stream = (
             self.session.readStream.format("rate-micro-batch")
@@ -469,7 +478,9 @@ class _Translator:
             .option("numPartitions", 1)
             .load()
         )
-        values = {f.name: _marker_value(f.type) for f in fields} | {_MARKER: S.lit(True)}
+        present = S.col("value") >= 0  # always true; not a constant to the optimizer
+        values: dict[str, Sql] = {f.name: S.when(present, _marker_value(f.type)) for f in fields}
+        values[_MARKER] = present
         return S.project(Relation(stream), [values[name].alias(name) for name in columns])
 
     def window_aggregate(self, operator: plan.WindowAggregate) -> Relation:
