@@ -30,6 +30,7 @@ Rules that keep the text the same expression as the ``functions`` call it replac
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import uuid
 from collections.abc import Iterable, Iterator
@@ -415,10 +416,10 @@ class Relation:
         if is_connect(self.session):
             return self._applied()
         views: list[tuple[str, DataFrame]] = []
-        text = self._text(views, iter(range(1_000_000)))
-        for view, base in views:
-            base.createOrReplaceTempView(view)
-        try:
+        text = self._text(views, itertools.count())
+        try:  # every view is dropped again, also when making one of them failed
+            for view, base in views:
+                base.createOrReplaceTempView(view)
             return self.session.sql(text)
         finally:
             for view, _base in views:
