@@ -345,6 +345,18 @@ def _timed(start: Callable[[], Any]) -> tuple[float, float]:
     return time.perf_counter() - began, started - began
 
 
+def _release_state(session: SparkSession) -> None:
+    """Unload the state stores of the runs that ended. Spark keeps a finished query's
+    state-store providers (their state in memory) loaded until its maintenance task, every
+    60 s, unloads them; the windowed join's runs (2M rows of state per side each) then piled
+    up in the heap after the other queries' runs and the bench ran out of it. Both sides
+    start from the same clean heap this way; the next query's first state store starts the
+    maintenance again."""
+    jvm = session._jvm
+    assert jvm is not None  # a classic session: the bench launches its own JVM
+    jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
+
+
 REPEAT: Final = 3
 """Measured runs of each side: single runs of the same side on this machine varied by up to
 a fifth."""
@@ -388,6 +400,7 @@ def run_throughput_bench(
                 for make in sides.values():  # warm-up: code generation, class loading, JIT
                     work = root / f"run-{next(runs)}"
                     _timed(make(session, query, root / "input", work).start)
+                    _release_state(session)
                     shutil.rmtree(work, ignore_errors=True)
                 for _ in range(repeat):
                     for name, make in sides.items():
@@ -397,6 +410,7 @@ def run_throughput_bench(
                         seconds[name].append(took)
                         starts[name].append(starting)
                         written[name] = side.rows_out()
+                        _release_state(session)
                         shutil.rmtree(work, ignore_errors=True)
                 planned, hand = (statistics.median(seconds[s]) for s in ("planned", "hand"))
                 figures[query.name] = {
