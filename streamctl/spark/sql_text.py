@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Union, overload
+from typing import TYPE_CHECKING, Literal, Union, overload
 
 from streamctl.spark.types import quote_identifier
 
@@ -328,7 +328,7 @@ class _Step:
     the delay in milliseconds), ``union`` (``other``: the relation appended) or ``aggregate``
     (``keys``: the grouping expressions and their names, ``texts``: the aggregates)."""
 
-    kind: str
+    kind: Literal["project", "where", "watermark", "union", "aggregate"]
     texts: tuple[str, ...] = ()
     other: Relation | None = None
     keys: tuple[tuple[str, str], ...] = ()
@@ -427,11 +427,16 @@ class Relation:
 
     def _text(self, views: list[tuple[str, DataFrame]], aliases: Iterator[int]) -> str:
         """This relation as one ``SELECT``, adding the views of its bases to ``views``."""
+
+        def alias() -> str:
+            """A name for the next subquery, unique in the whole text."""
+            return quote_identifier(f"_s{next(aliases)}")
+
         view = f"streamctl_relation_{uuid.uuid4().hex}"
         views.append((view, self._base))
         query = f"SELECT * FROM {quote_identifier(view)}"
         for step in self._steps:
-            inner = f"({query}) AS {quote_identifier(f'_s{next(aliases)}')}"
+            inner = f"({query}) AS {alias()}"
             if step.kind == "project":
                 query = f"SELECT {', '.join(step.texts)} FROM {inner}"
             elif step.kind == "where":
@@ -446,21 +451,18 @@ class Relation:
                 grouping = f" GROUP BY {', '.join(hidden)}" if hidden else ""
                 query = (
                     f"SELECT {', '.join([*named, *step.texts])} "
-                    f"FROM (SELECT {keyed} FROM {inner}) AS "
-                    f"{quote_identifier(f'_s{next(aliases)}')}{grouping}"
+                    f"FROM (SELECT {keyed} FROM {inner}) AS {alias()}{grouping}"
                 )
             elif step.kind == "watermark":
                 name, delay_ms = step.texts
                 query = (
                     f"SELECT * FROM ({query}) WATERMARK {quote_identifier(name)} "
-                    f"DELAY OF INTERVAL {delay_ms} MILLISECONDS "
-                    f"AS {quote_identifier(f'_s{next(aliases)}')}"
+                    f"DELAY OF INTERVAL {delay_ms} MILLISECONDS AS {alias()}"
                 )
             else:
                 assert step.other is not None
                 appended = step.other._text(views, aliases)
-                other = f"({appended}) AS {quote_identifier(f'_s{next(aliases)}')}"
-                query = f"SELECT * FROM {inner} UNION ALL SELECT * FROM {other}"
+                query = f"SELECT * FROM {inner} UNION ALL SELECT * FROM ({appended}) AS {alias()}"
         return query
 
     def _applied(self) -> DataFrame:
