@@ -9,19 +9,19 @@ Semantics it guarantees (NebulaStream's, where Spark's differ):
 
 * **Scalar expressions** (C++ integer arithmetic, IEEE floats, conversions) are
   :mod:`streamctl.spark.expressions`.
-* **NULL follows ``nes-docs/null_handling.md``.** Scalar rules coincide with Spark's SQL
-  three-valued logic: arithmetic, ``CONCAT`` and comparisons with a NULL operand are NULL
-  (``NULL == NULL`` too); ``FALSE AND NULL`` is FALSE, ``TRUE OR NULL`` TRUE, other mixes NULL;
-  ``ISNULL(x)`` is never NULL; a NULL predicate (WHERE, HAVING, join condition) drops the row;
-  GROUP BY puts all NULL keys into one group. Aggregates differ from SQL and are translated
-  explicitly (:func:`_aggregate`): ``SUM``, ``AVG``, ``MIN``, ``MAX`` and ``MEDIAN`` are NULL
+* **NULL follows ``nes-docs/null_handling.md``.** Scalar rules coincide with Spark's SQL three-
+  valued logic: arithmetic, ``CONCAT`` and comparisons with a NULL operand are NULL (``NULL ==
+  NULL`` too); ``FALSE AND NULL`` is FALSE, ``TRUE OR NULL`` TRUE, other mixes NULL; ``ISNULL(x)``
+  is never NULL; a NULL predicate (WHERE, HAVING, join condition) drops the row; GROUP BY puts all
+  NULL keys into one group. Aggregates differ from SQL and are translated explicitly
+  (:mod:`streamctl.spark.aggregates`): ``SUM``, ``AVG``, ``MIN``, ``MAX`` and ``MEDIAN`` are NULL
   when *any* input row of the window and group is NULL (SQL skips NULLs), so an all-NULL window
   gives NULL too; ``COUNT(x)`` skips NULLs (0 over an all-NULL window) and ``COUNT(*)`` counts
   rows, both NOT NULL UINT64. ``AVG`` is a sum kept like NebulaStream's (integers in INT64 or
   UINT64, wrapping; floats in a double) divided by the count. Windows without rows are not
-  emitted. An aggregate's argument may be any expression (``SUM(a * b)``: NULL wherever an
-  operand is); expressions around aggregates are projections over the window's output. A
-  window aggregation without aggregate functions emits one row per non-empty window and key.
+  emitted. An aggregate's argument may be any expression (``SUM(a * b)``: NULL wherever an operand
+  is); expressions around aggregates are projections over the window's output. A window
+  aggregation without aggregate functions emits one row per non-empty window and key.
 * To get wrapping instead of errors, the plan's operators are built with
   ``spark.sql.ansi.enabled`` set to ``false`` (see :data:`SPARK_CONF`); Spark fixes an
   expression's overflow behaviour when the DataFrame is analysed, so the session's setting is
@@ -93,12 +93,11 @@ from typing import Final
 from pyspark.sql import DataFrame, SparkSession
 
 from streamctl.error_codes import INVALID_STATEMENT, NOT_SUPPORTED
-from streamctl.nes_types import INTEGER_TYPES, UNSIGNED_TYPES
 from streamctl.planner import plan, stacking
 from streamctl.planner.errors import PlannerError
 from streamctl.spark import sql_text as S
+from streamctl.spark.aggregates import nes_aggregate
 from streamctl.spark.expressions import (
-    TWO_TO_64,
     column,
     expression,
     to_long_bits,
@@ -491,7 +490,7 @@ class _Translator:
             (column(window_name), window_name),
             *((expression(key.expr), key.name) for key in operator.keys),
         ]
-        values = [_aggregate(a).alias(a.name) for a in operator.aggregates]
+        values = [nes_aggregate(a).alias(a.name) for a in operator.aggregates]
         # Spark needs one aggregate at least: a window without any counts its rows (unused).
         aggregated = frame.aggregate(keys, values or [S.call("count", 1).alias(_ROW_COUNT)])
         # Only this window's struct can be carried: nothing else passes an aggregation.
@@ -610,42 +609,3 @@ def _window_bound(window_name: str, bound: str, window: plan.Window, shift_us: i
     start = _nes_ms(_window_field(window_name, "start"), shift_us)
     value = start if bound == "start" else start + window.size_ms
     return value.cast(spark_type_ddl("UINT64"))
-
-
-def _aggregate(aggregate: plan.Aggregate) -> Sql:
-    """One aggregate over a group's rows, with NebulaStream's NULL rules (module docstring):
-    ``COUNT(x)`` skips NULLs (Spark's too); every other aggregate is NULL as soon as one of its
-    inputs is NULL, where Spark's would skip them."""
-    if aggregate.argument is None:
-        return S.call("count", 1)
-    argument = expression(aggregate.argument)
-    function = aggregate.function
-    if function == "count":
-        return S.call("count", argument)
-    value: Sql
-    if function in ("min", "max", "sum"):
-        value = S.call(function, argument)
-    elif function == "avg":
-        value = _average(argument, aggregate.argument.type)
-    else:
-        value = S.call("median", argument.cast("DOUBLE"))
-    # Checked whatever the argument's declared nullability: a NOT NULL input has no NULLs, and
-    # the check costs one more count per group.
-    no_null_input = S.call("count", 1) == S.call("count", argument)
-    return S.when(no_null_input, value)
-
-
-def _average(argument: Sql, type_name: str) -> Sql:
-    """AVG as NebulaStream computes it: a sum and a count, the sum of integers kept in INT64
-    (signed input) or UINT64 (unsigned), wrapping like C++, of floats in a double; the result is
-    the sum as a double divided by the count."""
-    if type_name in UNSIGNED_TYPES:
-        total = S.call("pmod", S.call("sum", argument.cast("DECIMAL(20,0)")), TWO_TO_64)
-    elif type_name in INTEGER_TYPES:
-        total = S.call("sum", to_long_bits(argument, type_name))
-    else:
-        total = S.call("sum", argument.cast("DOUBLE"))
-    return total.cast("DOUBLE") / S.call("count", argument).cast("DOUBLE")
-
-
-# ---- expressions -----------------------------------------------------------------------------
