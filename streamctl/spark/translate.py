@@ -62,7 +62,7 @@ Semantics it guarantees (NebulaStream's, where Spark's differ):
   rate limits), else rows after the marker's batch count as late.
   Marker rows hold 0, FALSE or '' rather than NULL (:func:`_marker_value`), and each conjunct
   of a join predicate over one side only is guarded by that side's window
-  (:meth:`_Translator.join_condition`): Spark pushes such filters, and those it infers
+  (:mod:`streamctl.spark.join_predicate`): Spark pushes such filters, and those it infers
   (``isnotnull(id)`` from ``id = id2``), into the side below its watermark, where they would
   drop the marker and no window above the join would ever be emitted.
 * **Window joins** pair rows of both inputs that fall into the same window (by each side's
@@ -103,6 +103,7 @@ from streamctl.spark.expressions import (
     to_long_bits,
     wrap_value,
 )
+from streamctl.spark.join_predicate import join_predicate
 from streamctl.spark.sql_text import Relation, Sql
 from streamctl.spark.types import quote_identifier, spark_type_ddl
 
@@ -524,8 +525,13 @@ class _Translator:
             condition = _window_bound(
                 left_window, "start", operator.window, left_shift
             ) == _window_bound(right_window, "start", operator.window, right_shift)
-        if operator.condition is not None:
-            condition = condition & self.join_condition(operator, left_window, right_window)
+        predicate = join_predicate(operator, left_window, right_window)
+        if predicate.keys:
+            left = S.project(left, ["*", *predicate.key_columns("left")])
+            right = S.project(right, ["*", *predicate.key_columns("right")])
+            condition = condition & predicate.keys_equal()
+        if predicate.rest is not None:
+            condition = condition & predicate.rest
         joined = left.frame().join(right.frame(), condition.column(), "inner")
         position = self.stacking.position(operator)
         carried = self.carried(operator)
@@ -552,39 +558,6 @@ class _Translator:
                 *window_struct,
             ],
         )
-
-    def join_condition(self, operator: plan.WindowJoin, left_window: str, right_window: str) -> Sql:
-        """The join predicate, each conjunct over one side only guarded by that side's window:
-        Spark pushes such conjuncts into the side, and below its watermark (where they would
-        drop the end-of-input marker) unless they read the event time, as the window does."""
-        assert operator.condition is not None
-        left_names = {f.name for f in operator.left.fields}
-        right_names = {f.name for f in operator.right.fields}
-        result: Sql | None = None
-        for conjunct in _conjuncts(operator.condition):
-            read = _columns_read(conjunct)
-            translated = expression(conjunct)
-            if read <= left_names:
-                translated = S.when(column(left_window).isNotNull(), translated)
-            elif read <= right_names:
-                translated = S.when(column(right_window).isNotNull(), translated)
-            result = translated if result is None else result & translated
-        assert result is not None
-        return result
-
-
-def _conjuncts(predicate: plan.Expr) -> list[plan.Expr]:
-    if isinstance(predicate, plan.CallExpr) and predicate.function == "and":
-        return [part for arg in predicate.args for part in _conjuncts(arg)]
-    return [predicate]
-
-
-def _columns_read(expression_: plan.Expr) -> set[str]:
-    if isinstance(expression_, plan.ColumnExpr):
-        return {expression_.name}
-    if isinstance(expression_, plan.CallExpr):
-        return {name for arg in expression_.args for name in _columns_read(arg)}
-    return set()
 
 
 def _carrier_order(carrier: stacking.Carrier) -> str:
