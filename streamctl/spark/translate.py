@@ -9,19 +9,20 @@ Semantics it guarantees (NebulaStream's, where Spark's differ):
 
 * **Scalar expressions** (C++ integer arithmetic, IEEE floats, conversions) are
   :mod:`streamctl.spark.expressions`.
-* **NULL follows ``nes-docs/null_handling.md``.** Scalar rules coincide with Spark's SQL three-
-  valued logic: arithmetic, ``CONCAT`` and comparisons with a NULL operand are NULL (``NULL ==
-  NULL`` too); ``FALSE AND NULL`` is FALSE, ``TRUE OR NULL`` TRUE, other mixes NULL; ``ISNULL(x)``
-  is never NULL; a NULL predicate (WHERE, HAVING, join condition) drops the row; GROUP BY puts all
-  NULL keys into one group. Aggregates differ from SQL and are translated explicitly
-  (:mod:`streamctl.spark.aggregates`): ``SUM``, ``AVG``, ``MIN``, ``MAX`` and ``MEDIAN`` are NULL
-  when *any* input row of the window and group is NULL (SQL skips NULLs), so an all-NULL window
-  gives NULL too; ``COUNT(x)`` skips NULLs (0 over an all-NULL window) and ``COUNT(*)`` counts
-  rows, both NOT NULL UINT64. ``AVG`` is a sum kept like NebulaStream's (integers in INT64 or
-  UINT64, wrapping; floats in a double) divided by the count. Windows without rows are not
-  emitted. An aggregate's argument may be any expression (``SUM(a * b)``: NULL wherever an operand
-  is); expressions around aggregates are projections over the window's output. A window
-  aggregation without aggregate functions emits one row per non-empty window and key.
+* **NULL follows ``nes-docs/null_handling.md``.** Scalar rules coincide with Spark's SQL
+  three-valued logic: arithmetic, ``CONCAT`` and comparisons with a NULL operand are NULL
+  (``NULL == NULL`` too); ``FALSE AND NULL`` is FALSE, ``TRUE OR NULL`` TRUE, other mixes NULL;
+  ``ISNULL(x)`` is never NULL; a NULL predicate (WHERE, HAVING, join condition) drops the row;
+  GROUP BY puts all NULL keys into one group. Aggregates differ from SQL and are translated
+  explicitly (:mod:`streamctl.spark.aggregates`): ``SUM``, ``AVG``, ``MIN``, ``MAX`` and
+  ``MEDIAN`` are NULL when *any* input row of the window and group is NULL (SQL skips NULLs), so
+  an all-NULL window gives NULL too; ``COUNT(x)`` skips NULLs (0 over an all-NULL window) and
+  ``COUNT(*)`` counts rows, both NOT NULL UINT64. ``AVG`` is a sum kept like NebulaStream's
+  (integers in INT64 or UINT64, wrapping; floats in a double) divided by the count. Windows
+  without rows are not emitted. An aggregate's argument may be any expression (``SUM(a * b)``:
+  NULL wherever an operand is); expressions around aggregates are projections over the window's
+  output. A window aggregation without aggregate functions emits one row per non-empty window
+  and key.
 * To get wrapping instead of errors, the plan's operators are built with
   ``spark.sql.ansi.enabled`` set to ``false`` (see :data:`SPARK_CONF`); Spark fixes an
   expression's overflow behaviour when the DataFrame is analysed, so the session's setting is
@@ -68,7 +69,9 @@ Semantics it guarantees (NebulaStream's, where Spark's differ):
 * **Window joins** pair rows of both inputs that fall into the same window (by each side's
   own event-time column): both sides get a watermark (and, when bounded, their own marker),
   windows are assigned per side and the join condition includes window equality, so a pair
-  is produced once per common window, as NebulaStream does.
+  is produced once per common window, as NebulaStream does. Equalities between the sides
+  become Spark's join keys in a form cheap to hash and compare
+  (:mod:`streamctl.spark.join_predicate`).
 * **Stacked windows** (a window aggregation or join over another one's output, joins of three
   or more streams) define no second watermark, which Spark refuses: the outer window takes
   its time from a column Spark marks as event time and carries through the inner operator --
