@@ -14,7 +14,7 @@ from streamctl.spark import sql_text as S
 from streamctl.spark.expressions import TWO_TO_64, expression, to_long_bits
 from streamctl.spark.sql_text import Sql
 
-__all__ = ["average", "nes_aggregate"]
+__all__ = ["nes_aggregate"]
 
 
 def nes_aggregate(aggregate: plan.Aggregate) -> Sql:
@@ -31,7 +31,7 @@ def nes_aggregate(aggregate: plan.Aggregate) -> Sql:
     if function in ("min", "max", "sum"):
         value = S.call(function, argument)
     elif function == "avg":
-        value = average(argument, aggregate.argument.type)
+        value = _average(argument, aggregate.argument.type)
     else:
         value = S.call("median", argument.cast("DOUBLE"))
     # Checked whatever the argument's declared nullability: a NOT NULL input has no NULLs, and
@@ -40,7 +40,7 @@ def nes_aggregate(aggregate: plan.Aggregate) -> Sql:
     return S.when(no_null_input, value)
 
 
-def average(argument: Sql, type_name: str) -> Sql:
+def _average(argument: Sql, type_name: str) -> Sql:
     """AVG as NebulaStream computes it: a sum and a count, the sum of integers kept in INT64
     (signed input) or UINT64 (unsigned), wrapping like C++, of floats in a double; the result is
     the sum as a double divided by the count."""

@@ -31,8 +31,9 @@
  * - an empty raw field is missing: NULL, or the NOT NULL failure, except in a NOT NULL
  *   VARSIZED column, where it is the empty string;
  * - integers: \s*-?[0-9]+\s* (unsigned: no sign; \s is [ \t\n\x0B\f\r]) within the type's
- *   range; floats: NES's syntax (FLOAT_TEXT below), read by Java's parseDouble/parseFloat or as
- *   inf/infinity/nan with an optional '-', in any case; booleans: trimmed of \s, then
+ *   range; floats: NES's syntax (FLOAT_TEXT below), read correctly rounded (as Java's
+ *   parseDouble/parseFloat and C's strtod/strtof) or as inf/infinity/nan with an optional
+ *   '-', in any case; booleans: trimmed of \s, then
  *   true/false/1/0 in any case; CHAR: trimmed, exactly one code point; VARSIZED: as it is.
  *
  * The layout is a JSON object: "quoted" (boolean), "delimiter" (one UTF-16 character),
@@ -425,8 +426,8 @@ public final class NesCsvFields implements UDF2<String, String, Row> {
         return value.compareTo(UINT64_MAX) <= 0 ? new BigDecimal(value) : null;
     }
 
-    /** A float's value (Java's parse of the decimal; inf, infinity, nan with an optional '-'
-     *  in any case), or null where the text is not of FLOAT_TEXT's syntax. */
+    /** A float's value (the decimal correctly rounded; inf, infinity, nan with an optional
+     *  '-' in any case), or null where the text is not of FLOAT_TEXT's syntax. */
     private static Object floating(String text, boolean single) {
         boolean plain = plainDecimal(text);
         if (!plain && !FLOAT_TEXT.matcher(text).find()) {
