@@ -30,14 +30,16 @@ Rules that keep the text the same expression as the ``functions`` call it replac
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import math
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Literal, Union, overload
+from typing import TYPE_CHECKING, Union, overload
 
+from streamctl.spark import relation_blocks
+from streamctl.spark.relation_blocks import Step
 from streamctl.spark.types import quote_identifier
 
 if TYPE_CHECKING:
@@ -189,7 +191,8 @@ class Sql:
     def alias(self, name: str) -> Named:
         """The expression named ``name``: an item of a projection (:func:`project`), no
         longer an operand."""
-        return Named(f"{self.text} AS {quote_identifier(name)}", name)
+        reference = self.name if isinstance(self, ColumnRef) else None
+        return Named(f"{self.text} AS {quote_identifier(name)}", name, self.text, reference)
 
     def column(self, name: str | None = None) -> Column:
         """The pyspark ``Column`` (one call into the JVM), named ``name`` when given."""
@@ -199,13 +202,19 @@ class Sql:
 
 
 class Named(str):
-    """A projection item: the text ``expression AS name``, and the ``name`` it gives."""
+    """A projection item: the text ``expression AS name``, the ``name`` it gives, the
+    ``expression``, and the column the expression is, when it is a bare column
+    (``reference``: a renaming)."""
 
     name: str
+    expression: str
+    reference: str | None
 
-    def __new__(cls, text: str, name: str) -> Named:
+    def __new__(cls, text: str, name: str, expression: str, reference: str | None) -> Named:
         item = super().__new__(cls, text)
         item.name = name
+        item.expression = expression
+        item.reference = reference
         return item
 
 
@@ -307,6 +316,17 @@ def _item_text(item: Item) -> str:
     return item.text if isinstance(item, Sql) else item
 
 
+def _structured(item: Item) -> relation_blocks.Item:
+    """A projection item with its parts (:class:`relation_blocks.Item`)."""
+    if isinstance(item, Named):
+        return relation_blocks.Item(item.expression, item.name, item.reference)
+    if isinstance(item, ColumnRef):
+        return relation_blocks.Item(item.text, item.name, item.name)
+    if isinstance(item, str) and item == "*":
+        return relation_blocks.STAR
+    raise ValueError(f"a projection item of a Relation needs a name: {item!r}")
+
+
 @overload
 def project(frame: DataFrame, items: Iterable[Item]) -> DataFrame: ...
 @overload
@@ -319,19 +339,6 @@ def project(frame: DataFrame | Relation, items: Iterable[Item]) -> DataFrame | R
     if isinstance(frame, Relation):
         return frame.project(items)
     return frame.selectExpr(*(_item_text(item) for item in items))
-
-
-@dataclass(frozen=True)
-class _Step:
-    """One step of a :class:`Relation`: ``project`` (``texts``: its items), ``where``
-    (``texts``: the condition), ``watermark`` (``texts``: the event-time column's name and
-    the delay in milliseconds), ``union`` (``other``: the relation appended) or ``aggregate``
-    (``keys``: the grouping expressions and their names, ``texts``: the aggregates)."""
-
-    kind: Literal["project", "where", "watermark", "union", "aggregate"]
-    texts: tuple[str, ...] = ()
-    other: Relation | None = None
-    keys: tuple[tuple[str, str], ...] = ()
 
 
 class Relation:
@@ -356,33 +363,31 @@ class Relation:
 
     def __init__(self, frame: DataFrame) -> None:
         self._base = frame
-        self._steps: tuple[_Step, ...] = ()
+        self._steps: tuple[Step, ...] = ()
         self.columns: list[str] = list(frame.columns)
+        self._base_columns = tuple(self.columns)
 
     @property
     def session(self) -> SparkSession:
         return self._base.sparkSession
 
-    def _then(self, step: _Step, columns: list[str]) -> Relation:
+    def _then(self, step: Step, columns: list[str]) -> Relation:
         following = copy.copy(self)
-        following._steps = (*self._steps, step)
+        following._steps = (*self._steps, dataclasses.replace(step, columns=tuple(columns)))
         following.columns = columns
         return following
 
     def project(self, items: Iterable[Item]) -> Relation:
-        texts, columns = [], []
-        for item in items:
-            texts.append(_item_text(item))
-            if isinstance(item, (Named, ColumnRef)):
-                columns.append(item.name)
-            elif isinstance(item, str) and item == "*":
-                columns.extend(self.columns)
-            else:
-                raise ValueError(f"a projection item of a Relation needs a name: {item!r}")
-        return self._then(_Step("project", tuple(texts)), columns)
+        structured = [_structured(item) for item in items]
+        columns = [
+            name
+            for item in structured
+            for name in (self.columns if item.name is None else [item.name])
+        ]
+        return self._then(Step("project", items=tuple(structured)), columns)
 
     def where(self, condition: Sql) -> Relation:
-        return self._then(_Step("where", (condition.text,)), self.columns)
+        return self._then(Step("where", (condition.text,)), self.columns)
 
     def drop(self, name: str) -> Relation:
         """Without the column ``name``."""
@@ -390,20 +395,24 @@ class Relation:
 
     def watermark(self, name: str, delay_ms: int) -> Relation:
         """With a watermark ``delay_ms`` behind the latest value of the timestamp ``name``."""
-        return self._then(_Step("watermark", (name, str(int(delay_ms)))), self.columns)
+        return self._then(Step("watermark", (name, str(int(delay_ms)))), self.columns)
 
     def aggregate(self, keys: Iterable[tuple[Sql, str]], values: Iterable[Named]) -> Relation:
         """One row per group of the ``keys`` (expressions and their names), with the
         aggregates ``values``: ``groupBy(keys).agg(values)``."""
         keys, values = list(keys), list(values)
-        step = _Step("aggregate", tuple(values), keys=tuple((key.text, name) for key, name in keys))
+        step = Step(
+            "aggregate",
+            items=tuple(_structured(value) for value in values),
+            keys=tuple((key.text, name) for key, name in keys),
+        )
         return self._then(step, [*(name for _key, name in keys), *(v.name for v in values)])
 
     def union_all(self, other: Relation) -> Relation:
         """This relation's rows and ``other``'s, whose columns must be the same, in order."""
         if other.columns != self.columns:
             raise ValueError(f"a union needs the same columns: {self.columns} vs {other.columns}")
-        return self._then(_Step("union", other=other), self.columns)
+        return self._then(Step("union", other=other), self.columns)
 
     def frame(self) -> DataFrame:
         """The DataFrame: one query over temporary views of the bases, which are dropped
@@ -426,58 +435,32 @@ class Relation:
                 self.session.catalog.dropTempView(view)
 
     def _text(self, views: list[tuple[str, DataFrame]], aliases: Iterator[int]) -> str:
-        """This relation as one ``SELECT``, adding the views of its bases to ``views``."""
-
-        def alias() -> str:
-            """A name for the next subquery, unique in the whole text."""
-            return quote_identifier(f"_s{next(aliases)}")
-
+        """This relation as one ``SELECT`` (:mod:`~streamctl.spark.relation_blocks`), adding
+        the views of its bases to ``views``."""
         view = f"streamctl_relation_{uuid.uuid4().hex}"
         views.append((view, self._base))
-        query = f"SELECT * FROM {quote_identifier(view)}"
-        for step in self._steps:
-            inner = f"({query}) AS {alias()}"
-            if step.kind == "project":
-                query = f"SELECT {', '.join(step.texts)} FROM {inner}"
-            elif step.kind == "where":
-                query = f"SELECT * FROM {inner} WHERE {step.texts[0]}"
-            elif step.kind == "aggregate":
-                # The keys are computed below and grouped by name: an integer literal in
-                # GROUP BY would be taken for a position in the select list.
-                hidden = [quote_identifier(f"nes#group#{i}") for i in range(len(step.keys))]
-                pairs = list(zip(step.keys, hidden, strict=True))
-                keyed = ", ".join(["*", *(f"{text} AS {h}" for (text, _), h in pairs)])
-                named = [f"{h} AS {quote_identifier(name)}" for (_, name), h in pairs]
-                grouping = f" GROUP BY {', '.join(hidden)}" if hidden else ""
-                query = (
-                    f"SELECT {', '.join([*named, *step.texts])} "
-                    f"FROM (SELECT {keyed} FROM {inner}) AS {alias()}{grouping}"
-                )
-            elif step.kind == "watermark":
-                name, delay_ms = step.texts
-                query = (
-                    f"SELECT * FROM ({query}) WATERMARK {quote_identifier(name)} "
-                    f"DELAY OF INTERVAL {delay_ms} MILLISECONDS AS {alias()}"
-                )
-            else:
-                assert step.other is not None
-                appended = step.other._text(views, aliases)
-                query = f"SELECT * FROM {inner} UNION ALL SELECT * FROM ({appended}) AS {alias()}"
-        return query
+        return relation_blocks.query_text(
+            view,
+            self._base_columns,
+            self._steps,
+            aliases,
+            lambda other: other._text(views, aliases),
+        )
 
     def _applied(self) -> DataFrame:
         """The steps applied one by one with DataFrame calls (Spark Connect)."""
         frame = self._base
         for step in self._steps:
             if step.kind == "project":
-                frame = frame.selectExpr(*step.texts)
+                frame = frame.selectExpr(*(item.text for item in step.items))
             elif step.kind == "where":
                 frame = frame.where(step.texts[0])
             elif step.kind == "aggregate":
                 from pyspark.sql import functions as F
 
                 keys = [F.expr(f"{text} AS {quote_identifier(n)}") for text, n in step.keys]
-                frame = frame.groupBy(*keys).agg(*(F.expr(text) for text in step.texts))
+                values = [F.expr(item.text) for item in step.items]
+                frame = frame.groupBy(*keys).agg(*values)
             elif step.kind == "watermark":
                 name, delay_ms = step.texts
                 frame = frame.withWatermark(quote_identifier(name), f"{delay_ms} milliseconds")

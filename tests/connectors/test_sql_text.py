@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamctl.spark import sql_text as S
+from streamctl.spark.types import quote_identifier
 
 LiteralValue = str | int | float | bool | Decimal | None
 
@@ -175,6 +176,13 @@ def test_a_column_of_any_name_is_that_column(spark: Any) -> None:
     assert list(row) == list(range(len(NAMES)))
 
 
+def _column(name: str) -> Any:
+    """The pyspark Column of the column ``name`` (quoted: a name, never a path)."""
+    from pyspark.sql import functions as F
+
+    return F.col(quote_identifier(name))
+
+
 steps = st.lists(
     st.one_of(
         st.tuples(st.just("add"), integer_trees()),
@@ -182,13 +190,15 @@ steps = st.lists(
         st.tuples(st.just("where"), boolean_trees()),
         st.tuples(st.just("union"), boolean_trees()),
         st.tuples(st.just("drop_last"), boolean_trees()),
+        st.tuples(st.just("rename_last"), boolean_trees()),
+        st.tuples(st.just("reorder"), boolean_trees()),
     ),
     min_size=1,
     max_size=6,
 )
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     chain=steps,
     rows=st.lists(st.tuples(nullable_ints, nullable_ints, nullable_ints), min_size=1, max_size=20),
@@ -200,10 +210,11 @@ def test_a_relation_is_its_steps_applied_as_dataframe_calls(
     rows: list[tuple[int | None, ...]],
     group_by: tuple[Any, Any] | None,
 ) -> None:
-    """Projections, filters and unions kept as one query's text (:class:`S.Relation`) give
-    the rows, the columns and their names that the same steps give as pyspark Column calls,
-    for any column names, and so do the steps applied one by one (as on Spark Connect); the
-    temporary views it queries are gone afterwards."""
+    """Projections, filters, renamings and unions kept as one query's text
+    (:class:`S.Relation`, its steps merged into few ``SELECT`` blocks) give the rows, the
+    columns and their names that the same steps give as pyspark Column calls, for any column
+    names, and so do the steps applied one by one (as on Spark Connect); the temporary views
+    it queries are gone afterwards."""
     from pyspark.sql import functions as F
 
     frame = spark.createDataFrame(rows, ", ".join(f"{name} int" for name in COLUMNS))
@@ -226,6 +237,21 @@ def test_a_relation_is_its_steps_applied_as_dataframe_calls(
                 continue  # the base's columns stay: the trees read them
             relation = relation.drop(relation.columns[-1])
             expected = expected.drop(expected.columns[-1])
+        elif kind == "rename_last":  # a projection of bare columns, one of them renamed
+            if len(relation.columns) == len(COLUMNS):
+                continue
+            *kept, last = relation.columns
+            relation = S.project(relation, [*map(S.col, kept), S.col(last).alias(name)])
+            expected = expected.select(
+                *map(_column, kept), F.col(quote_identifier(last)).alias(name)
+            )
+        elif kind == "reorder":  # the same columns, the last one added first of those added
+            added = relation.columns[len(COLUMNS) :]
+            if not added:
+                continue
+            order = [*COLUMNS, added[-1], *added[:-1]]
+            relation = S.project(relation, [S.col(c) for c in order])
+            expected = expected.select(*map(_column, order))
         elif kind == "add":
             relation = S.project(relation, ["*", tree.alias(name)])
             expected = expected.select("*", make().alias(name))
@@ -239,9 +265,59 @@ def test_a_relation_is_its_steps_applied_as_dataframe_calls(
         expected = expected.groupBy(make().alias("k ${x}")).agg(
             F.count(F.lit(1)).alias("n"), F.sum(F.col("a")).alias("s a")
         )
+        # filtered and projected after: a HAVING and a projection of the groups
+        relation = relation.where(S.col("n") > 1)
+        relation = S.project(relation, [S.col("n").alias("m"), S.col("k ${x}")])
+        expected = expected.where(F.col("n") > 1).select(F.col("n").alias("m"), "k ${x}")
     got, applied = relation.frame(), relation._applied()
     assert got.columns == applied.columns == expected.columns == relation.columns
     want = sorted((tuple(row) for row in expected.collect()), key=repr)
     assert sorted((tuple(row) for row in got.collect()), key=repr) == want
     assert sorted((tuple(row) for row in applied.collect()), key=repr) == want
     assert not [t for t in spark.catalog.listTables() if t.name.startswith("streamctl_relation")]
+
+
+def test_steps_spark_would_merge_are_one_select_block() -> None:
+    """Filters and projections over columns passed through, and selections and renamings of
+    named items, join the block below (no subquery per step); computed items, groups, a
+    watermark and a union nest it."""
+    from streamctl.spark.relation_blocks import STAR, Item, Step, query_text
+
+    def text(*steps: Step) -> str:
+        return query_text("v", ("a", "b"), steps, iter(range(100)), lambda other: "")
+
+    bare = (Item("`a`", "a", "a"), Item("`b`", "b", "b"))
+    flat = text(
+        Step("where", ("c1",), columns=("a", "b")),
+        Step("project", items=bare, columns=("a", "b")),
+        Step("where", ("c2",), columns=("a", "b")),
+        Step("project", items=(STAR, Item("f(`a`)", "x")), columns=("a", "b", "x")),
+        Step("project", items=(Item("`x`", "y", "x"), Item("`a`", "a", "a")), columns=("y", "a")),
+    )
+    assert flat == "SELECT f(`a`) AS `y`, `a` FROM `v` AS `_s0` WHERE (c1) AND (c2)"
+    computed = Item("f(`a`)", "a")
+    nested = text(
+        Step("project", items=(computed, Item("`b`", "b", "b")), columns=("a", "b")),
+        Step("where", ("c",), columns=("a", "b")),
+    )
+    assert nested == (
+        "SELECT * FROM (SELECT f(`a`) AS `a`, `b` FROM `v` AS `_s0`) AS `_s1` WHERE (c)"
+    )
+    # a column taken twice would compute its expression twice: nested
+    twice = text(
+        Step("project", items=(computed,), columns=("a",)),
+        Step("project", items=(Item("`a`", "a", "a"), Item("`a`", "b", "a")), columns=("a", "b")),
+    )
+    assert twice.count("SELECT") == 2
+    # names equal ignoring case below: a name would resolve to another column there
+    ambiguous = query_text(
+        "v",
+        ("a", "A"),
+        (
+            Step("project", items=(Item("`a`", "a", "a"),), columns=("a",)),
+            Step("where", ("(`a` > 0)",), columns=("a",)),
+        ),
+        iter(range(100)),
+        lambda other: "",
+    )
+    assert ambiguous.count("SELECT") == 2
