@@ -350,7 +350,8 @@ class Relation:
     dozen projections (each stage computed once per row: Spark keeps a projection apart where
     merging it would repeat a costly expression), and their ``selectExpr`` calls took ~0.45 s
     of a planned query's ~0.9 s start under load, of which parsing the expressions ~0.1 s.
-    As nested subqueries of one ``SELECT`` over temporary views of the DataFrames, Spark
+    As one ``SELECT`` over temporary views of the DataFrames, its steps merged into as few
+    nested blocks as give the same query (:mod:`~streamctl.spark.relation_blocks`), Spark
     parses and analyses the chain once, into the same projections and filters; a window's
     input (its source's parsing, the end-of-input marker's union, the event time, the
     watermark and the window's assignment) is one such query. A watermark is Spark SQL's
