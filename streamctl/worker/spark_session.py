@@ -11,6 +11,14 @@ An agent also needs to know whether its session still works and to replace it wh
 (its driver JVM exited, its SparkContext stopped, it does not answer), and
 :func:`discard_spark_session` kills its driver JVM and clears PySpark's process-wide state, so
 the next :func:`build_spark_session` launches a new JVM in the same Python process.
+
+The JVM is launched without PySpark's ``preexec_fn`` (:func:`_launch_driver`): a
+``preexec_fn`` runs Python in the forked child before ``exec``, which Python's documentation
+calls unsafe in a process with threads, as an agent is (Temporal's, Py4J's, its queries'):
+once, under load, the rebuild of a lost JVM launched none for two minutes, its
+``spark-submit`` never reached ``exec``. And a launch that yields no JVM within
+:data:`LAUNCH_TIMEOUT_S` is killed, so that the build fails (and the agent retries) instead of
+waiting for ever, as PySpark would.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -113,9 +122,65 @@ def build_spark_session(
     )
     for key, value in settings.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    with _launches_bounded():
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+LAUNCH_TIMEOUT_S: Final = 180.0
+"""How long building a session may take before its driver JVM is killed (a build takes
+2-10 s here, under load)."""
+
+
+def _launch_driver(command: list[str], **options: Any) -> subprocess.Popen[bytes]:
+    """PySpark's launch of the driver JVM (it calls this as ``Popen``), without the
+    ``preexec_fn`` it passes to ignore SIGINT: the JVM gets a process group of its own
+    instead, set by the fork itself, where a terminal's Ctrl-C does not reach it either."""
+    options.pop("preexec_fn", None)
+    process = subprocess.Popen(command, process_group=0, **options)
+    with _LAUNCHES_LOCK:
+        _LAUNCHES.append(process)
+    return process
+
+
+_LAUNCHES_LOCK = threading.Lock()
+_LAUNCHES: list[subprocess.Popen[bytes]] = []
+"""Driver JVMs launched by the build under way (:func:`_launches_bounded`)."""
+
+
+@contextlib.contextmanager
+def _launches_bounded() -> Any:
+    """While a session is built, kill the JVMs it launched once it has taken
+    :data:`LAUNCH_TIMEOUT_S`: PySpark then fails the build (``JAVA_GATEWAY_EXITED``, or a
+    call into the dead JVM)."""
+    import pyspark.java_gateway
+
+    pyspark.java_gateway.Popen = _launch_driver  # type: ignore[attr-defined,assignment]
+    with _LAUNCHES_LOCK:
+        _LAUNCHES.clear()
+    done = threading.Event()
+
+    def watch() -> None:
+        if done.wait(LAUNCH_TIMEOUT_S):
+            return
+        with _LAUNCHES_LOCK:
+            launched = [process for process in _LAUNCHES if process.poll() is None]
+        for process in launched:
+            log.error(
+                "a Spark session was not built within %.0f s: its driver JVM (pid %d) killed",
+                LAUNCH_TIMEOUT_S, process.pid,
+            )  # fmt: skip
+            process.kill()
+
+    watcher = threading.Thread(target=watch, name="spark-launch-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        with _LAUNCHES_LOCK:
+            _LAUNCHES.clear()
 
 
 MEMORY_SIZE = re.compile(r"[1-9][0-9]*(?:[kmgtp]b?|b)?", re.IGNORECASE)
