@@ -41,7 +41,7 @@ def _decimal_text(value: Decimal, negative: bool) -> str:
     return ("-" if negative else "") + format(value, "e")
 
 
-def _between(low: float, high: float, nudge: int) -> Decimal:
+def _between(low: float, high: float | Decimal, nudge: int) -> Decimal:
     """The decimal exactly halfway between two neighbouring binary values, or a unit of its
     45th significant digit above (``nudge`` 1) or below (-1)."""
     with localcontext() as context:
@@ -58,10 +58,13 @@ def halfway_texts(draw: st.DrawFn) -> str:
         high = float(np.nextafter(np.float32(low), np.float32(math.inf)))
     else:
         high = math.nextafter(low, math.inf)
+    above: float | Decimal = high
     if math.isinf(high):
-        high = low * 2 if low else 1.0  # past the largest: halfway to the next power of two
+        # past the largest: halfway to the next power of two (2^128, 2^1024: the overflow
+        # threshold), exact, where doubling the largest double is infinite
+        above = Decimal(2) ** math.frexp(low)[1]
     return _decimal_text(
-        _between(low, high, draw(st.sampled_from([-1, 0, 1]))), draw(st.booleans())
+        _between(low, above, draw(st.sampled_from([-1, 0, 1]))), draw(st.booleans())
     )
 
 
@@ -128,6 +131,9 @@ def _parsed(spark: Any, tuple_format: str, texts: list[str]) -> list[tuple[Any, 
         "1.00000005960464477539062500000000000000000000000000000001",
         "3.4028235677973366e+38",
         "-7.006492321624085354618647916449580656401309709382578858785341419448955413429e-46",
+        # just below and just above halfway from the largest double to 2^1024: it, and infinity
+        "1.797693134862315807937289714053034150799341327100378269361737789804449682927647e+308",
+        "1.797693134862315807937289714053034150799341327100378269361737789804449682927648e+308",
     ]
 )
 def test_floats_are_read_correctly_rounded(spark: Any, tuple_format: str, cases: list[str]) -> None:
