@@ -5,9 +5,11 @@ does not finish in time has the JVMs it launched killed, so that it fails instea
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from typing import Any
 
+import pyspark.java_gateway
 import pytest
 
 from streamctl.worker import spark_session
@@ -37,7 +39,7 @@ def test_a_build_that_takes_too_long_has_its_launches_killed(
 ) -> None:
     monkeypatch.setattr(spark_session, "LAUNCH_TIMEOUT_S", 0.5)
     with spark_session._launches_bounded():
-        hung = spark_session._launch_driver(["sleep", "60"])
+        hung = pyspark.java_gateway.Popen(["sleep", "60"])  # as PySpark launches
         deadline = time.monotonic() + 30
         while hung.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -47,7 +49,8 @@ def test_a_build_that_takes_too_long_has_its_launches_killed(
 def test_a_build_that_finished_keeps_its_jvm(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(spark_session, "LAUNCH_TIMEOUT_S", 0.5)
     with spark_session._launches_bounded():
-        launched = spark_session._launch_driver(["sleep", "5"])
+        launched = pyspark.java_gateway.Popen(["sleep", "5"])
+    assert pyspark.java_gateway.Popen is subprocess.Popen  # restored after the build
     time.sleep(1.0)
     try:
         assert launched.poll() is None

@@ -134,53 +134,46 @@ LAUNCH_TIMEOUT_S: Final = 180.0
 
 
 def _launch_driver(command: list[str], **options: Any) -> subprocess.Popen[bytes]:
-    """PySpark's launch of the driver JVM (it calls this as ``Popen``), without the
-    ``preexec_fn`` it passes to ignore SIGINT: the JVM gets a process group of its own
-    instead, set by the fork itself, where a terminal's Ctrl-C does not reach it either."""
+    """PySpark's launch of the driver JVM (it calls ``Popen``), without the ``preexec_fn`` it
+    passes to ignore SIGINT: the JVM gets a process group of its own instead, set by the fork
+    itself, where a terminal's Ctrl-C does not reach it either."""
     options.pop("preexec_fn", None)
-    process = subprocess.Popen(command, process_group=0, **options)
-    with _LAUNCHES_LOCK:
-        _LAUNCHES.append(process)
-    return process
-
-
-_LAUNCHES_LOCK = threading.Lock()
-_LAUNCHES: list[subprocess.Popen[bytes]] = []
-"""Driver JVMs launched by the build under way (:func:`_launches_bounded`)."""
+    return subprocess.Popen(command, process_group=0, **options)
 
 
 @contextlib.contextmanager
 def _launches_bounded() -> Any:
-    """While a session is built, kill the JVMs it launched once it has taken
-    :data:`LAUNCH_TIMEOUT_S`: PySpark then fails the build (``JAVA_GATEWAY_EXITED``, or a
-    call into the dead JVM)."""
+    """While a session is built, PySpark launches its JVM by :func:`_launch_driver`, and the
+    JVMs it launched are killed once the build has taken :data:`LAUNCH_TIMEOUT_S`: PySpark
+    then fails the build (``JAVA_GATEWAY_EXITED``, or a call into the dead JVM)."""
     import pyspark.java_gateway
 
-    pyspark.java_gateway.Popen = _launch_driver  # type: ignore[attr-defined,assignment]
-    with _LAUNCHES_LOCK:
-        _LAUNCHES.clear()
+    launched: list[subprocess.Popen[bytes]] = []
     done = threading.Event()
+
+    def launch(command: list[str], **options: Any) -> subprocess.Popen[bytes]:
+        process = _launch_driver(command, **options)
+        launched.append(process)
+        return process
 
     def watch() -> None:
         if done.wait(LAUNCH_TIMEOUT_S):
             return
-        with _LAUNCHES_LOCK:
-            launched = [process for process in _LAUNCHES if process.poll() is None]
-        for process in launched:
+        for process in [process for process in launched if process.poll() is None]:
             log.error(
                 "a Spark session was not built within %.0f s: its driver JVM (pid %d) killed",
                 LAUNCH_TIMEOUT_S, process.pid,
             )  # fmt: skip
             process.kill()
 
-    watcher = threading.Thread(target=watch, name="spark-launch-watch", daemon=True)
-    watcher.start()
+    original = pyspark.java_gateway.Popen  # type: ignore[attr-defined]
+    pyspark.java_gateway.Popen = launch  # type: ignore[attr-defined,assignment]
+    threading.Thread(target=watch, name="spark-launch-watch", daemon=True).start()
     try:
         yield
     finally:
         done.set()
-        with _LAUNCHES_LOCK:
-            _LAUNCHES.clear()
+        pyspark.java_gateway.Popen = original  # type: ignore[attr-defined]
 
 
 MEMORY_SIZE = re.compile(r"[1-9][0-9]*(?:[kmgtp]b?|b)?", re.IGNORECASE)
