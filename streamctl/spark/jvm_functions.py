@@ -177,7 +177,8 @@ def jar_digest() -> str:
 def json_fields_function(session: SparkSession, columns: Sequence[tuple[str, str]]) -> str | None:
     """The name of the typed JSON parse of ``columns`` (name, Spark type: a key of
     :data:`JSON_KINDS`) in ``session``, or ``None`` (module docstring). The function takes
-    the tuple as ``BINARY`` and :func:`json_layout` of ``columns``, and returns a struct of
+    the tuple as ``BINARY`` and the UTF-8 bytes of :func:`json_layout` of ``columns`` (a
+    ``BINARY`` literal), and returns a struct of
     the columns (named so) or NULL (``NesJsonFields.java``)."""
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
@@ -243,7 +244,8 @@ def fields_struct(nes_types: Sequence[str]) -> Any:
 def csv_fields_function(session: SparkSession, nes_types: Sequence[str]) -> str | None:
     """The name of the CSV parse of columns of ``nes_types`` (canonical, in order) in
     ``session``, or ``None`` (module docstring). The function takes the tuple and its layout
-    (JSON, ``NesCsvFields.java``) and returns :func:`fields_struct`."""
+    (JSON in UTF-8 bytes, a ``BINARY`` literal: ``NesCsvFields.java``) and returns
+    :func:`fields_struct`."""
     struct = fields_struct(nes_types)
     digest = hashlib.sha256(struct.simpleString().encode()).hexdigest()[:20]
     return _function(session, f"streamctl_nes_csv_{digest}", CSV_FIELDS_CLASS, struct)
@@ -253,7 +255,8 @@ def json_texts_function(session: SparkSession, nes_types: Sequence[str]) -> str 
     """The name of the general rules over JSON tuples for columns of ``nes_types``
     (canonical, in order) in ``session``, or ``None`` (module docstring). The function takes
     the tuple as ``BINARY``, a struct of the texts the typed parse read, whether the typed
-    parse took the tuple, and the layout (JSON, ``NesJsonTexts.java``), and returns
+    parse took the tuple, and the layout (JSON in UTF-8 bytes, a ``BINARY`` literal:
+    ``NesJsonTexts.java``), and returns
     :func:`fields_struct`."""
     struct = fields_struct(nes_types)
     digest = hashlib.sha256(struct.simpleString().encode()).hexdigest()[:20]

@@ -61,7 +61,7 @@ __all__ = [
     "where",
 ]
 
-Operand = Union["Sql", str, int, float, bool, Decimal, None]
+Operand = Union["Sql", str, bytes, int, float, bool, Decimal, None]
 """What an operator takes: an expression, or a Python value taken as a literal (:func:`lit`)."""
 
 _INT_RANGE = (-(2**31), 2**31 - 1)
@@ -273,10 +273,13 @@ def string_literal(text: str) -> str:
     return "'" + escaped + "'"
 
 
-def lit(value: str | int | float | bool | Decimal | None) -> Sql:
-    """A literal of the type ``F.lit(value)`` has (module docstring)."""
+def lit(value: str | bytes | int | float | bool | Decimal | None) -> Sql:
+    """A literal of the type ``F.lit(value)`` has (module docstring); ``bytes`` a ``BINARY``
+    (``X'hex'``: one array a Java UDF is handed on every row, not a string converted per row)."""
     if value is None:
         return Sql("NULL")
+    if isinstance(value, bytes):
+        return Sql(f"X'{value.hex()}'")
     if isinstance(value, bool):
         return Sql("TRUE" if value else "FALSE")
     if isinstance(value, int):

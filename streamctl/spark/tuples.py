@@ -129,7 +129,7 @@ def _csv_fields(
     call per tuple gives the values or the tuple's first failure, which fails the query with
     the message the expressions of :func:`_csv_expressions` give (the same rules, checked
     against them by ``tests/connectors/test_csv_fields.py``)."""
-    layout = csv_layout(spec, delimiter, quoted)
+    layout = csv_layout(spec, delimiter, quoted).encode()
     parsed = S.project(lines, [S.call(function, S.col("value"), layout).alias("_p")])
     error = S.col("_p").getField(FIELDS_ERROR)
     values = []
@@ -242,7 +242,8 @@ def _json_columns(lines: Relation, spec: SourceSpec) -> Relation:
     function = json_fields_function(lines.session, typed_columns)
     parse: Sql
     if function is not None:
-        parse = S.call(function, S.col("value").cast("BINARY"), json_layout(typed_columns))
+        layout = json_layout(typed_columns).encode()
+        parse = S.call(function, S.col("value").cast("BINARY"), layout)
     else:
         schema = ", ".join(f"{quote_identifier(name)} {kind}" for name, kind in typed_columns)
         options = S.call("map", "mode", "PERMISSIVE", "allowNonNumericNumbers", "false")
@@ -320,7 +321,7 @@ def _json_texts(
     )
     # the tuple itself only where the call reads its keys: a copy of its bytes otherwise
     tuple_bytes = S.when(~S.col("_complete"), S.col("value").cast("BINARY"))
-    call: Sql = S.call(function, tuple_bytes, typed_texts, S.col("_complete"), layout)
+    call: Sql = S.call(function, tuple_bytes, typed_texts, S.col("_complete"), layout.encode())
     if len(fast) == count:
         call = S.when(~S.col("_complete"), call)
     carried = [S.col(f"_j{i}") for i in fast]

@@ -29,7 +29,7 @@ def _parse(spark: Any, lines: list[str]) -> list[Any]:
     function = json_fields_function(spark, COLUMNS)
     assert function is not None, "every session build_spark_session makes has the jar"
     frame = spark.createDataFrame([(line,) for line in lines], "value string")
-    layout = json.dumps(json_layout(COLUMNS))  # a JSON string is a Spark SQL string literal
+    layout = f"X'{json_layout(COLUMNS).encode().hex()}'"  # the layout's UTF-8 bytes
     parsed = frame.selectExpr(f"{function}(CAST(value AS BINARY), {layout}) AS j")
     return [None if row.j is None else tuple(row.j) for row in parsed.collect()]
 
@@ -94,7 +94,7 @@ def test_bytes_the_general_rules_decode_otherwise_are_theirs(spark: Any, raw: by
     another encoding or pass malformed bytes."""
     function = json_fields_function(spark, COLUMNS)
     frame = spark.createDataFrame([(raw.hex(),)], "hex string")
-    layout = json.dumps(json_layout(COLUMNS))
+    layout = f"X'{json_layout(COLUMNS).encode().hex()}'"
     parsed = frame.selectExpr(f"{function}(unhex(hex), {layout}) AS j").collect()
     assert parsed[0].j is None
 

@@ -9,7 +9,8 @@
  * Contract: call(tuple, layout) returns a struct with a non-null value for every column, or
  * NULL, and then the general rules of streamctl.spark.tuples decide the tuple (which may fail
  * the query). It never throws on any input. The layout is a JSON array of strings, one per
- * column in order: a kind letter then the column's name. Kinds: 'L' a BIGINT taken from a
+ * column in order: a kind letter then the column's name, in UTF-8 bytes (a BINARY argument,
+ * for NesCsvFields' reason: one array for all rows). Kinds: 'L' a BIGINT taken from a
  * JSON integer within 64 bits, 'D' a DOUBLE taken from any JSON number, 'S' a STRING taken
  * from a JSON string (its characters), a finite number (its text as Spark's from_json writes
  * it back: the integer's digits, or Java's text of the double) or true/false.
@@ -32,13 +33,14 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadFeature;
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF2;
 
-public final class NesJsonFields implements UDF2<byte[], String, Row> {
+public final class NesJsonFields implements UDF2<byte[], byte[], Row> {
     private static final long serialVersionUID = 1L;
     /** Numbers parsed by Jackson's copy of FastDoubleParser: correctly rounded, as Java's
      *  parseDouble is (and C's strtod, NebulaStream's), and the parse a third faster. */
@@ -51,11 +53,11 @@ public final class NesJsonFields implements UDF2<byte[], String, Row> {
     /** A parsed layout: immutable, swapped whole, so threads sharing an instance see one
      *  consistent layout. */
     private static final class Layout {
-        final String text;
+        final byte[] text;
         final String[] names;
         final char[] kinds;
 
-        Layout(String text, String[] names, char[] kinds) {
+        Layout(byte[] text, String[] names, char[] kinds) {
             this.text = text;
             this.names = names;
             this.kinds = kinds;
@@ -64,11 +66,11 @@ public final class NesJsonFields implements UDF2<byte[], String, Row> {
 
     private transient volatile Layout current;
 
-    private static Layout parseLayout(String text) throws IOException {
+    private static Layout parseLayout(byte[] text) throws IOException {
         List<String> entries = new ArrayList<>();
         try (JsonParser parser = FACTORY.createParser(text)) {
             if (parser.nextToken() != JsonToken.START_ARRAY) {
-                throw new IOException("layout is not a JSON array: " + text);
+                throw new IOException("layout is not a JSON array: " + new String(text, StandardCharsets.UTF_8));
             }
             while (parser.nextToken() == JsonToken.VALUE_STRING) {
                 entries.add(parser.getText());
@@ -88,12 +90,12 @@ public final class NesJsonFields implements UDF2<byte[], String, Row> {
     }
 
     @Override
-    public Row call(byte[] tuple, String tupleLayout) throws IOException {
+    public Row call(byte[] tuple, byte[] tupleLayout) throws IOException {
         if (tuple == null || tupleLayout == null) {
             return null;
         }
         Layout layout = current;
-        if (layout == null || !layout.text.equals(tupleLayout)) {
+        if (layout == null || !NesCsvFields.sameLayout(layout.text, tupleLayout)) {
             layout = parseLayout(tupleLayout); // a bad layout is the planner's bug: it fails the query
             current = layout;
         }

@@ -28,7 +28,8 @@
  * the text or NULL, and a float's text is read as NesCsvFields.jsonValue reads it.
  * tests/connectors/test_json_typed_parse.py checks these against the expressions.
  *
- * The layout is a JSON object: "columns", NesCsvFields' column objects, each with a boolean
+ * The layout is a JSON object in UTF-8 bytes (a BINARY argument, as NesCsvFields'):
+ * "columns", NesCsvFields' column objects, each with a boolean
  * "typed" and the column's "name" and "upper" (its name upper-cased, as the expressions look
  * it up ignoring case) too; "notObject" and "keysTwice", the texts of those failures before
  * the tuple; "icuCase", whether Spark's upper maps case by ICU in the session.
@@ -43,14 +44,14 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF4;
 
-public final class NesJsonTexts implements UDF4<byte[], Row, Boolean, String, Row> {
+public final class NesJsonTexts implements UDF4<byte[], Row, Boolean, byte[], Row> {
     private static final long serialVersionUID = 1L;
     private static final ObjectMapper MAPPER = new ObjectMapper();
 
     /** A parsed layout: immutable, swapped whole, so threads sharing an instance see one
      *  consistent layout. */
     private static final class Layout {
-        final String text;
+        final byte[] text;
         final NesCsvFields.Column[] columns;
         final boolean[] typed;
         final String[] names;
@@ -61,7 +62,7 @@ public final class NesJsonTexts implements UDF4<byte[], Row, Boolean, String, Ro
         final int[] wide;
         final int wideColumns;
 
-        Layout(String text, NesCsvFields.Column[] columns, boolean[] typed, String[] names,
+        Layout(byte[] text, NesCsvFields.Column[] columns, boolean[] typed, String[] names,
                String[] upperNames, String notObject, String keysTwice, boolean icuCase) {
             this.text = text;
             this.columns = columns;
@@ -78,12 +79,12 @@ public final class NesJsonTexts implements UDF4<byte[], Row, Boolean, String, Ro
 
     private transient volatile Layout current;
 
-    private static Layout parseLayout(String text) throws IOException {
+    private static Layout parseLayout(byte[] text) throws IOException {
         JsonNode root = MAPPER.readTree(text);
         JsonNode columns = root.path("columns");
         if (!columns.isArray() || !root.path("notObject").isTextual()
                 || !root.path("keysTwice").isTextual() || !root.path("icuCase").isBoolean()) {
-            throw new IOException("malformed JSON texts layout: " + text);
+            throw new IOException("malformed JSON texts layout: " + new String(text, StandardCharsets.UTF_8));
         }
         boolean[] typed = new boolean[columns.size()];
         String[] names = new String[columns.size()];
@@ -100,14 +101,14 @@ public final class NesJsonTexts implements UDF4<byte[], Row, Boolean, String, Ro
     }
 
     @Override
-    public Row call(byte[] tuple, Row typedTexts, Boolean complete, String textsLayout)
+    public Row call(byte[] tuple, Row typedTexts, Boolean complete, byte[] textsLayout)
             throws IOException {
         boolean skipTyped = Boolean.TRUE.equals(complete);
         if ((tuple == null && !skipTyped) || textsLayout == null) {
             return null;
         }
         Layout layout = current;
-        if (layout == null || !layout.text.equals(textsLayout)) {
+        if (layout == null || !NesCsvFields.sameLayout(layout.text, textsLayout)) {
             layout = parseLayout(textsLayout);
             current = layout;
         }
