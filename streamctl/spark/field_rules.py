@@ -68,18 +68,22 @@ def _invalid(spec: SourceSpec, column: Mapping[str, Any], raw: Sql, why: str) ->
 
 def accept(
     value: Sql,
-    valid: Sql,
+    valid: Sql | None,
     missing: Sql,
     raw: Sql,
     column: Mapping[str, Any],
     spec: SourceSpec,
 ) -> Sql:
     """NULL where ``missing`` (a query failure in a NOT NULL column), ``value`` where
-    ``valid``, otherwise a query failure (a malformed value)."""
+    ``valid`` (``None``: every value that is not missing), otherwise a query failure (a
+    malformed value). A value always valid has no arm of its own: each arm is text Spark
+    analyses, optimises and compiles on every batch."""
     target = spark_type_ddl(column["type"])
     absent = S.lit(None).cast(target)
     if not column["nullable"]:
         absent = _invalid(spec, column, raw, " NOT NULL").cast(target)
+    if valid is None:
+        return S.when(missing, absent).otherwise(value.cast(target))
     return (
         S.when(missing, absent)
         .when(S.call("coalesce", valid, False), value.cast(target))
@@ -328,7 +332,7 @@ def _parse_field(
     if nes_type == "VARSIZED":
         if csv and not column["nullable"]:
             missing = S.lit(False)  # an empty field is the empty string where NULL cannot be
-        return accept(candidate, S.lit(True), missing, field, column, spec)
+        return accept(candidate, None, missing, field, column, spec)
     if nes_type == "CHAR":
         return accept(candidate, S.call("length", candidate) == 1, missing, field, column, spec)
     if nes_type == "BOOLEAN":

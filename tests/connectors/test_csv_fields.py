@@ -151,7 +151,9 @@ def _java_outcomes(spark: Any, case: Case) -> list[tuple[Any, ...] | str]:
     query: the struct carries the failure the planned source raises)."""
     spec = _spec(case)
     call = S.call(
-        _function(spark, spec), S.col("value"), csv_layout(spec, case.delimiter, case.quoted).encode()
+        _function(spark, spec),
+        S.col("value"),
+        csv_layout(spec, case.delimiter, case.quoted).encode(),
     )
     structs = S.project(_frame(spark, case.lines), [call.alias("p")])
     values = struct_values(spec, S.col("p"))

@@ -4,7 +4,6 @@ values are the general rules' values is ``test_json_typed_parse``'s)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
