@@ -23,8 +23,8 @@ What a run does
      join).
 
    Each side runs unmeasured over the whole input first, for at least :data:`WARM_UP_S`
-   seconds and at least once, then ``repeat`` times (:data:`REPEAT`), alternating with the
-   other side; the median counts. The rate is the
+   seconds and at least once, then ``repeat`` times (:data:`REPEAT`) and for at least
+   :data:`MEASURE_S` seconds, alternating with the other side; the median counts. The rate is the
    query's steady rate, as a continuous query runs: a side's first run over the whole input
    also pays for the JVM compiling its generated code, which takes longer the more code
    there is (the planned filter/project's first run took 4.3-9.3 s, its next ones
@@ -52,7 +52,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -366,13 +366,24 @@ warm-up run measured how far the JIT had got, more so on the side with more gene
 the windowed join (25 s a run) was warm after its first."""
 
 REPEAT: Final = 3
-"""Measured runs of each side: single runs of the same side on this machine varied by up to
-a fifth."""
+"""Measured runs of each side, at least: single runs of the same side on this machine varied
+by up to a fifth."""
+
+MEASURE_S: Final = 10.0
+"""Measured running time of each side, at least (more runs than :data:`REPEAT` where a run is
+short): the median of three 1.2 s runs of the Parquet query moved by a tenth from one bench
+run to the next, a fixed cost of a run (a batch's planning, the state store's commit, a
+pause of the garbage collector) deciding it."""
 
 DRIVER_MEMORY: Final = "4g"
 """The session's heap. A bounded run reads its whole input in one batch, so the windowed join
 holds both inputs as join state at once: with Spark's default of 1g the hand-written join ran
 out of heap at 500,000 rows and the planned one at 2,000,000."""
+
+
+def _measured_enough(sides: Iterable[list[float]], repeat: int, measure_s: float) -> bool:
+    """Whether every side has run ``repeat`` times and for ``measure_s`` seconds."""
+    return all(len(runs) >= repeat and sum(runs) >= measure_s for runs in sides)
 
 
 def run_throughput_bench(
@@ -383,6 +394,7 @@ def run_throughput_bench(
     driver_memory: str = DRIVER_MEMORY,
     only: Sequence[str] = (),
     warm_up_s: float = WARM_UP_S,
+    measure_s: float = MEASURE_S,
 ) -> dict[str, Any]:
     """The figures of :data:`QUERIES` (those named in ``only``, when given)."""
     from streamctl.worker.agent import agent_spark_session
@@ -413,7 +425,7 @@ def run_throughput_bench(
                         warmed += _timed(make(session, query, root / "input", work).start)[0]
                         _release_state(session)
                         shutil.rmtree(work, ignore_errors=True)
-                for _ in range(repeat):
+                while not _measured_enough(seconds.values(), repeat, measure_s):
                     for name, make in sides.items():
                         work = root / f"run-{next(runs)}"
                         side = make(session, query, root / "input", work)
@@ -445,6 +457,7 @@ def run_throughput_bench(
         "rows": rows,
         "repeat": repeat,
         "warm_up_s": warm_up_s,
+        "measure_s": measure_s,
         "master": master,
         "queries": figures,
         "min_ratio": min(f["ratio"] for f in figures.values()),

@@ -116,7 +116,10 @@ def bench_throughput(
     as_json: JsonOption = False,
     rows: int = typer.Option(2_000_000, min=1, help="Rows of the generated input file."),
     repeat: int = typer.Option(
-        REPEAT, min=1, help="Measured runs of each side (the median counts)."
+        REPEAT,
+        min=1,
+        help="Measured runs of each side, at least (the median counts); a side whose runs "
+        "are short runs for 10 s.",
     ),
     master: str = typer.Option("local[2]", help="Spark master of the session."),
     driver_memory: str = typer.Option(
