@@ -24,8 +24,8 @@ What a run does
 
    Each side runs unmeasured over the whole input first, for at least :data:`WARM_UP_S`
    seconds and at least once, then ``repeat`` times (:data:`REPEAT`) and for at least
-   :data:`MEASURE_S` seconds, alternating with the other side; the median counts. The rate is the
-   query's steady rate, as a continuous query runs: a side's first run over the whole input
+   :data:`MEASURE_S` seconds, alternating with the other side; the median counts. The rate
+   is the query's steady rate, as a continuous query runs: a side's first run over the whole input
    also pays for the JVM compiling its generated code, which takes longer the more code
    there is (the planned filter/project's first run took 4.3-9.3 s, its next ones
    2.2-3.3 s; the hand-written one's 2.1-2.7 s, then 1.6-2.1 s), and a warm-up on a small

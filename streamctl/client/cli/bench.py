@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from streamctl.bench.throughput import DRIVER_MEMORY, REPEAT
+from streamctl.bench.throughput import DRIVER_MEMORY, MEASURE_S, REPEAT
 from streamctl.client.cli.common import (
     DRIVER_MEMORY_HELP,
     JsonOption,
@@ -119,7 +119,7 @@ def bench_throughput(
         REPEAT,
         min=1,
         help="Measured runs of each side, at least (the median counts); a side whose runs "
-        "are short runs for 10 s.",
+        f"are short runs for {MEASURE_S:g} s.",
     ),
     master: str = typer.Option("local[2]", help="Spark master of the session."),
     driver_memory: str = typer.Option(

@@ -39,9 +39,9 @@
  * The layout is a JSON object in UTF-8 bytes (a BINARY argument: Spark hands a UDF a binary
  * literal as the same array on every row, where a STRING literal is a new java.lang.String per
  * row, decoded, then compared whole with the parsed one; for the layout's few hundred bytes
- * that was a fifth of the bytes a CSV query allocated): "quoted" (boolean), "delimiter" (one UTF-16 character),
- * "count" (two strings: the field count message is count[0] + tuple + count[1] + the count
- * found), and "columns", one object per column: "kind" (KINDS), "nullable", "invalid" and
+ * that was a fifth of the bytes a CSV query allocated): "quoted" (boolean), "delimiter" (one
+ * UTF-16 character), "count" (two strings: the field count message is count[0] + tuple +
+ * count[1] + the count found), and "columns", one object per column: "kind" (KINDS), "nullable", "invalid" and
  * "missing" (the messages of a malformed value and of a missing one in a NOT NULL column:
  * each + the raw field + "'").
  */

@@ -70,7 +70,8 @@ public final class NesJsonFields implements UDF2<byte[], byte[], Row> {
         List<String> entries = new ArrayList<>();
         try (JsonParser parser = FACTORY.createParser(text)) {
             if (parser.nextToken() != JsonToken.START_ARRAY) {
-                throw new IOException("layout is not a JSON array: " + new String(text, StandardCharsets.UTF_8));
+                throw new IOException(
+                    "layout is not a JSON array: " + new String(text, StandardCharsets.UTF_8));
             }
             while (parser.nextToken() == JsonToken.VALUE_STRING) {
                 entries.add(parser.getText());

@@ -84,7 +84,8 @@ public final class NesJsonTexts implements UDF4<byte[], Row, Boolean, byte[], Ro
         JsonNode columns = root.path("columns");
         if (!columns.isArray() || !root.path("notObject").isTextual()
                 || !root.path("keysTwice").isTextual() || !root.path("icuCase").isBoolean()) {
-            throw new IOException("malformed JSON texts layout: " + new String(text, StandardCharsets.UTF_8));
+            throw new IOException(
+                "malformed JSON texts layout: " + new String(text, StandardCharsets.UTF_8));
         }
         boolean[] typed = new boolean[columns.size()];
         String[] names = new String[columns.size()];
