@@ -536,6 +536,7 @@ class _Translator:
         if predicate.rest is not None:
             condition = condition & predicate.rest
         joined = left.frame().join(right.frame(), condition.column(), "inner")
+        read_back = predicate.read_back("left") | predicate.read_back("right")
         position = self.stacking.position(operator)
         carried = self.carried(operator)
         # What the sides carry (their own time included) passes; this join's window is the
@@ -555,8 +556,10 @@ class _Translator:
                 _window_bound(left_window, "end", operator.window, left_shift).alias(
                     operator.end_field
                 ),
-                *(column(f.name) for f in operator.left.fields),
-                *(column(f.name) for f in operator.right.fields),
+                *(
+                    read_back[f.name].alias(f.name) if f.name in read_back else column(f.name)
+                    for f in (*operator.left.fields, *operator.right.fields)
+                ),
                 *passed,
                 *window_struct,
             ],
