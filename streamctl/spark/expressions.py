@@ -94,7 +94,7 @@ def to_long_bits(value: Sql, type_name: str) -> Sql:
 
     A ``UINT64`` (a ``DECIMAL(20,0)``) is cast to ``BIGINT`` as it is: with ANSI mode off
     (:data:`~streamctl.spark.translate.SPARK_CONF`, which the narrowing casts of
-    :func:`_from_long_bits` rely on too) the cast keeps a decimal's low 64 bits, which is
+    :func:`from_long_bits` rely on too) the cast keeps a decimal's low 64 bits, which is
     that pattern (``tests/planner/test_translate_spark.py`` checks it at the bounds). The
     value is named once, so nested arithmetic stays linear in size; the exact
     ``(v + 2**63) mod 2**64 - 2**63`` it replaces was a tenth of a tumbling window's executor
@@ -102,7 +102,7 @@ def to_long_bits(value: Sql, type_name: str) -> Sql:
     return value.cast("BIGINT")
 
 
-def _from_long_bits(bits: Sql, type_name: str) -> Sql:
+def from_long_bits(bits: Sql, type_name: str) -> Sql:
     """Reduce a 64-bit pattern to an integer type's width (C++ wrap-around), in its Spark type."""
     target = spark_type_ddl(type_name)
     if type_name == "UINT64":
@@ -119,7 +119,7 @@ def wrap_value(value: Sql, type_name: str) -> Sql:
         if type_name == "UINT64":
             wrapped = S.call("pmod", value.cast("DECIMAL(38,0)"), TWO_TO_64)
             return wrapped.cast(spark_type_ddl(type_name))
-        return _from_long_bits(value.cast("BIGINT"), type_name)
+        return from_long_bits(value.cast("BIGINT"), type_name)
     return value.cast(spark_type_ddl(type_name))
 
 
@@ -133,7 +133,7 @@ Handler = Callable[[list[Sql], list[str], str], Sql]
 def _integer_arithmetic(operation: Callable[[Sql, Sql], Sql]) -> Handler:
     def apply(args: list[Sql], types: list[str], result: str) -> Sql:
         a, b = (to_long_bits(arg, t) for arg, t in zip(args, types, strict=True))
-        return _from_long_bits(operation(a, b), result)
+        return from_long_bits(operation(a, b), result)
 
     return apply
 
@@ -160,7 +160,7 @@ def _divide(args: list[Sql], types: list[str], result: str) -> Sql:
         exact_multiple = a.cast("DECIMAL(21,0)") - (a % b)
         return _unless_zero(b, (exact_multiple / b).cast(spark_type_ddl(result)), "division")
     quotient = S.call("div", to_long_bits(a, result), to_long_bits(b, result))
-    return _unless_zero(b, _from_long_bits(quotient, result), "division")
+    return _unless_zero(b, from_long_bits(quotient, result), "division")
 
 
 def _unless_zero(divisor: Sql, value: Sql, what: str) -> Sql:
@@ -177,14 +177,14 @@ def _modulo(args: list[Sql], types: list[str], result: str) -> Sql:
         return S.when(b == 0, math.nan).otherwise(a % b).cast(spark_type_ddl(result))
     if result == "UINT64":
         return _unless_zero(b, (a % b).cast(spark_type_ddl(result)), "modulo")
-    remainder = _from_long_bits(to_long_bits(a, result) % to_long_bits(b, result), result)
+    remainder = from_long_bits(to_long_bits(a, result) % to_long_bits(b, result), result)
     return _unless_zero(b, remainder, "modulo")
 
 
 def _negate(args: list[Sql], types: list[str], result: str) -> Sql:
     if _is_float(result):
         return (-args[0]).cast(spark_type_ddl(result))
-    return _from_long_bits(S.lit(0).cast("BIGINT") - to_long_bits(args[0], types[0]), result)
+    return from_long_bits(S.lit(0).cast("BIGINT") - to_long_bits(args[0], types[0]), result)
 
 
 def _absolute(args: list[Sql], types: list[str], result: str) -> Sql:
@@ -192,7 +192,7 @@ def _absolute(args: list[Sql], types: list[str], result: str) -> Sql:
         return S.call("abs", args[0]).cast(spark_type_ddl(result))
     if result in UNSIGNED_TYPES:
         return args[0]
-    return _from_long_bits(S.call("abs", to_long_bits(args[0], types[0])), result)
+    return from_long_bits(S.call("abs", to_long_bits(args[0], types[0])), result)
 
 
 def _integral(rounding: Callable[[Sql], Sql]) -> Handler:
@@ -254,13 +254,13 @@ def _convert(args: list[Sql], types: list[str], result: str) -> Sql:
     value, source = args[0], types[0]
     target = spark_type_ddl(result)
     if source in INTEGER_TYPES and result in INTEGER_TYPES:
-        return _from_long_bits(to_long_bits(value, source), result)
+        return from_long_bits(to_long_bits(value, source), result)
     if _is_float(source) and result in INTEGER_TYPES:
         as_double = value.cast("DOUBLE")
         if result == "UINT64":
             truncated = S.when(as_double >= 0, S.call("floor", as_double.cast("DECIMAL(38,6)")))
             return wrap_value(truncated, result)
-        return _from_long_bits(as_double.cast("BIGINT"), result)  # truncates toward zero
+        return from_long_bits(as_double.cast("BIGINT"), result)  # truncates toward zero
     if result == "CHAR":
         return S.call("substring", value, 1, 1)
     if source in INTEGER_TYPES and result == "FLOAT32":

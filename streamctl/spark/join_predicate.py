@@ -28,7 +28,7 @@ from typing import Final
 from streamctl.nes_types import FLOAT_TYPES
 from streamctl.planner import plan
 from streamctl.spark import sql_text as S
-from streamctl.spark.expressions import column, expression, to_long_bits, wrap_value
+from streamctl.spark.expressions import column, expression, from_long_bits, to_long_bits
 from streamctl.spark.sql_text import Named, Sql
 
 __all__ = ["JoinKey", "JoinPredicate", "join_key_value", "join_predicate"]
@@ -67,13 +67,14 @@ class JoinPredicate:
     def read_back(self, side: str) -> dict[str, Sql]:
         """``side``'s ``UINT64`` columns that a key holds the 64-bit pattern of, each as read
         back from its key after the join (exact: a joined row's key is not NULL, and the
-        pattern is the value's, :func:`join_key_value`). Read so, the column is not in the
-        join's state, which keeps a long instead of a ``DECIMAL(20,0)`` (a Java
-        ``BigDecimal`` written and read again per row): the bench's windowed join took 33 s
-        hand-written with a ``DECIMAL(20,0)`` id against 24 s with a ``LONG`` one."""
+        pattern is the value's, :func:`join_key_value`, which :func:`from_long_bits` inverts).
+        Read so, the column is not in the join's state, which keeps a long instead of a
+        ``DECIMAL(20,0)`` (a Java ``BigDecimal`` written and read again per row): the bench's
+        windowed join took 33 s hand-written with a ``DECIMAL(20,0)`` id against 24 s with a
+        ``LONG`` one."""
         position = 0 if side == "left" else 1
         return {
-            name: wrap_value(column(key.name(side)), "UINT64")
+            name: from_long_bits(column(key.name(side)), "UINT64")
             for key in self.keys
             if (name := key.read_back[position]) is not None
         }
