@@ -222,9 +222,10 @@ def _json_columns(lines: Relation, spec: SourceSpec) -> Relation:
     other types as text. It is streamctl's Java UDF over the tuple's bytes where the session
     has it (``jvm/NesJsonFields.java``: every column or NULL; it also takes a key differing
     in case from its column's name where the general rules would, so columns NES upper-cased
-    take it), else Spark's ``from_json`` to a struct (PERMISSIVE: a tuple with anything it
-    does not read as the struct's types is all NULL; exact keys only), which decodes every
-    row through a ``java.io.InputStreamReader`` and runs at 40 % of the speed.
+    take it), else Spark's ``from_json`` to a struct (PERMISSIVE, exact keys only: a tuple
+    with anything it does not read as the struct's types has its corrupt-record field set),
+    which decodes every row through a ``java.io.InputStreamReader`` and runs at 40 % of the
+    speed.
 
     A tuple takes the typed parse when every value it gives is present and in range
     (``_complete``); any other tuple (a missing or null key, a number in a string, a value out
@@ -241,16 +242,33 @@ def _json_columns(lines: Relation, spec: SourceSpec) -> Relation:
     ]
     function = json_fields_function(lines.session, typed_columns)
     parse: Sql
+    complete: Sql = S.lit(True)
     if function is not None:
         layout = json_layout(typed_columns).encode()
         parse = S.call(function, S.col("value").cast("BINARY"), layout)
     else:
-        schema = ", ".join(f"{quote_identifier(name)} {kind}" for name, kind in typed_columns)
-        options = S.call("map", "mode", "PERMISSIVE", "allowNonNumericNumbers", "false")
+        # Spark's JSON reader keeps a tuple's fields read before one it could not read
+        # (spark.sql.json.enablePartialResults): a key given twice whose last value does not
+        # read would keep the first. Its corrupt-record field is set for every such tuple,
+        # which the typed parse then leaves to the general rules.
+        corrupt = _unused_name("_corrupt", names)
+        schema = ", ".join(
+            f"{quote_identifier(name)} {kind}"
+            for name, kind in [*typed_columns, (corrupt, "STRING")]
+        )
+        options = S.call(
+            "map",
+            "mode",
+            "PERMISSIVE",
+            "allowNonNumericNumbers",
+            "false",
+            "columnNameOfCorruptRecord",
+            corrupt,
+        )
         parse = S.call("from_json", S.col("value"), schema, options)
+        complete = S.col("_j").getField(corrupt).isNull()
     typed = S.project(lines, [S.col("value"), parse.alias("_j")])
     fields = [S.col("_j").getField(name) for name in names]
-    complete: Sql = S.lit(True)
     for field, column in zip(fields, spec.schema, strict=True):
         complete = complete & field.isNotNull()
         nes_type = canonical_type(column["type"])
@@ -278,6 +296,14 @@ def _json_columns(lines: Relation, spec: SourceSpec) -> Relation:
         key_texts = _json_fields(checked, spec, typed=len(spec.schema))
         return typed_fields(key_texts, spec, csv=False, quoted=False, fast=fast)
     return _json_texts(checked, spec, texts_function, fast)
+
+
+def _unused_name(base: str, names: list[str]) -> str:
+    """``base``, with underscores added until no name equals it ignoring case."""
+    taken = {name.upper() for name in names}
+    while base.upper() in taken:
+        base += "_"
+    return base
 
 
 def _json_texts(
