@@ -7,7 +7,9 @@ tables are empty, where a sequential scan is the cheapest plan of all, and that 
 in force while the tables grew: every pass's look-up of its request ids (``request_id =
 ANY($1)`` on ``responses``) compared each stored answer with each id of the pass. Found by
 ``bench requests``: now and then (until autovacuum re-analyzed the table) passes took seconds
-and throughput fell from ~6,500 to ~2,100 requests/s.
+and throughput fell from ~6,500 to ~2,100 requests/s. The catalog's statements are therefore
+not prepared (:mod:`streamctl.catalog.store`); forcing custom plans for the whole connection
+instead made PostgreSQL plan its foreign-key checks again for every row.
 """
 
 from __future__ import annotations
@@ -31,11 +33,11 @@ def test_lookups_are_planned_for_their_values_not_once_for_an_empty_table(pg_url
     for pass_no in range(2, 12):  # past psycopg's prepare threshold (5) and PostgreSQL's (5)
         run_pass(work, pass_no, [m.GetLogicalSource("s")])
     with engine.connect() as connection:  # the passes' connection, back in the pool
-        plans = connection.execute(
-            text(
-                "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
-                "WHERE statement LIKE '%FROM responses%ANY%'"
-            )
+        generic = connection.execute(
+            text("SELECT statement FROM pg_prepared_statements WHERE generic_plans > 0")
         ).all()
-    assert plans, "the look-up of stored answers was not found among the prepared statements"
-    assert all(generic == 0 for generic, _ in plans), plans
+        plan_cache_mode = connection.execute(text("SHOW plan_cache_mode")).scalar_one()
+    assert generic == [], "statements of the passes were planned once for any values"
+    # PostgreSQL's own foreign-key checks keep their plans: planned again for each row a pass
+    # deletes, a pass dropping 533 logical sources spent 19 ms in them instead of 5 ms.
+    assert plan_cache_mode == "auto"
