@@ -14,11 +14,13 @@ instead made PostgreSQL plan its foreign-key checks again for every row.
 
 from __future__ import annotations
 
-from sqlalchemy import text
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
 from test_pass_activity import run_pass
 
 from streamctl.activities.passes import CatalogWork
-from streamctl.catalog.store import catalog_engine
+from streamctl.catalog.models import LogicalSource
+from streamctl.catalog.store import catalog_engine, one_of
 from streamctl.workflows import messages as m
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
@@ -41,3 +43,27 @@ def test_lookups_are_planned_for_their_values_not_once_for_an_empty_table(pg_url
     # PostgreSQL's own foreign-key checks keep their plans: planned again for each row a pass
     # deletes, a pass dropping 533 logical sources spent 19 ms in them instead of 5 ms.
     assert plan_cache_mode == "auto"
+
+
+def test_a_batch_of_keys_is_never_compared_with_each_row_of_a_small_table(pg_url: str) -> None:
+    """``one_of``'s keys are a set the rows are joined with: on a table the planner takes for
+    small, a scan comparing each row with every key (``= ANY``) took 93 ms in bench requests
+    (1,318 rows, 2,978 keys)."""
+    work = CatalogWork(pg_url)
+    run_pass(work, 1, [m.CreateLogicalSource(f"s{i}", SCHEMA) for i in range(20)])
+    engine = catalog_engine(pg_url)
+    with engine.begin() as connection:
+        connection.execute(text("ANALYZE logical_sources"))
+    names = [f"s{i}" for i in range(3000)]
+    with Session(engine) as session:
+        statement = select(LogicalSource.name).where(one_of(session, LogicalSource.name, names))
+        compiled = statement.compile(dialect=engine.dialect)
+        plan = [
+            line
+            for (line,) in session.connection().exec_driver_sql(
+                "EXPLAIN " + compiled.string, compiled.params
+            )
+        ]
+        found = session.scalars(statement).all()
+    assert sorted(found) == sorted(f"s{i}" for i in range(20))
+    assert not [line for line in plan if "Filter" in line and "ANY" in line], plan
