@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import BigInteger, Boolean, Float, Integer, String, Table
@@ -114,7 +115,13 @@ def _plan(table: Table, prefix: str, keys: tuple[str, ...]) -> list[tuple[str, s
 def check_rows_fit(table: Table, rows: Iterable[Mapping[str, Any]], prefix: str = "") -> None:
     """Raise :class:`ValueDoesNotFit` for the first value of ``rows`` its column cannot hold.
 
-    ``prefix`` is stripped from the keys (bind names such as ``v_capacity``)."""
+    ``prefix`` is stripped from the keys (bind names such as ``v_capacity``). Rows that all
+    have the same keys, as a pass writes them in bulk, are checked a column at a time first
+    (:func:`_columns_fit`); only where that finds a value that may not fit are they checked
+    value by value, which names the first one that does not."""
+    rows = rows if isinstance(rows, list) else list(rows)
+    if rows and _columns_fit(table, prefix, rows):
+        return
     keys: tuple[str, ...] = ()
     plan: list[tuple[str, str, Checker]] = []
     for row in rows:
@@ -128,3 +135,50 @@ def check_rows_fit(table: Table, rows: Iterable[Mapping[str, Any]], prefix: str 
             reason = checker(value)
             if reason is not None:
                 raise ValueDoesNotFit(table.name, name, value, reason)
+
+
+def _columns_fit(table: Table, prefix: str, rows: list[Mapping[str, Any]]) -> bool:
+    """Whether every value of ``rows`` (all with the first row's keys) certainly fits, judged a
+    column at a time: integers by their least and greatest, floats by their sum (finite
+    unless one is not, or the sum overflows), text joined into one string (no NUL, ASCII or
+    encodable as UTF-8, none longer than the width). False where the rows differ in keys,
+    a column holds values of several types, or the column test fails: the caller then checks
+    value by value. A pass writes thousands of rows of a few columns; a check per value was
+    4% of its time."""
+    keys = tuple(rows[0])
+    if set(map(len, rows)) != {len(keys)}:
+        return False
+    for key, name, checker in _plan(table, prefix, keys):
+        try:  # each row holds as many keys as the first: with this one, the same keys
+            values = list(map(itemgetter(key), rows))
+        except KeyError:
+            return False
+        kinds = set(map(type, values))
+        if _NONE_TYPE in kinds:
+            kinds.discard(_NONE_TYPE)
+            values = [value for value in values if value is not None]
+        if not kinds:
+            continue
+        if len(kinds) != 1:
+            return False
+        kind = kinds.pop()
+        if kind is str:
+            joined = "".join(values)
+            if text_problem(joined) is not None:
+                return False
+            column_type = table.c[name].type
+            width = column_type.length if isinstance(column_type, String) else None
+            if width is not None and max(map(len, values)) > width:
+                return False
+        elif kind is int:
+            if checker(min(values)) is not None or checker(max(values)) is not None:
+                return False
+        elif kind is float:
+            if checker(sum(values)) is not None:
+                return False
+        elif any(checker(value) is not None for value in values):
+            return False
+    return True
+
+
+_NONE_TYPE = type(None)
