@@ -220,7 +220,7 @@ def one_of(session: Session, column: Any, values: Iterable[Any]) -> ColumnElemen
     indexed column (a key, or a column with an index of its own).
 
     ``IN (:v1, ..., :v500)`` is a new statement text for every batch size, which psycopg parses
-    again each time (a few milliseconds per query at 500 keys); ``= ANY(...)`` is one text.
+    again each time (a few milliseconds per query at 500 keys); one bound parameter is one text.
     Up to :data:`JSON_KEYS_LIMIT` keys of the column's own kind (text for a text column,
     64-bit integers for an integer one) are bound as one JSON array whose elements the server
     reads as a set, ``column IN (SELECT ...)`` (:func:`_json_keys`); others as a bound array.
