@@ -45,9 +45,15 @@ def _has_long_number(data: bytes) -> bool:
 
 
 def loads(data: bytes | str) -> Any:
-    """Parse JSON exactly as ``json.loads`` does (big integers stay integers, NaN is read)."""
+    """Parse JSON exactly as ``json.loads`` does (big integers stay integers, NaN is read),
+    and refuse what is neither text nor bytes as it does, with a ``TypeError`` (SQLAlchemy's
+    SQLite JSON type reads a number SQLite hands back in place of its text that way)."""
     if isinstance(data, str):  # catalog JSON columns arrive as text
         data = data.encode()
+    elif isinstance(data, bytearray | memoryview):
+        data = bytes(data)
+    elif not isinstance(data, bytes):
+        raise TypeError(f"the JSON object must be str or bytes, not {type(data).__name__}")
     if not _has_long_number(data):
         try:
             return orjson.loads(data)

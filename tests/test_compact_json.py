@@ -9,6 +9,7 @@ import json
 import math
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -71,3 +72,12 @@ def test_a_long_integer_after_written_ones_stays_exact() -> None:
     big = 2**64 + 1
     assert loads(dumps_bytes([1, "x" * 19, big])) == [1, "x" * 19, big]
     assert loads(b"[" + b"9" * 18 + b"]") == [10**18 - 1]
+
+
+def test_what_is_neither_text_nor_bytes_is_refused_as_the_standard_library_does() -> None:
+    for value in (0, 1.5, None, [b"1"]):
+        with pytest.raises(TypeError):
+            json.loads(value)  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            loads(value)  # type: ignore[arg-type]
+    assert loads(bytearray(b"[1]")) == loads(memoryview(b"[1]")) == [1]
