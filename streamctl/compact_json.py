@@ -31,9 +31,9 @@ def dumps_bytes(value: Any) -> bytes:
         return json.dumps(value, separators=(",", ":"), default=_fallback_default).encode()
 
 
-_LONG_NUMBER_DIGITS = 19
-"""Digits from which a run may be an integer beyond 64 bits, which orjson would read as a
-float."""
+_LONG_NUMBER_AS_ZEROS = b"0" * 19
+"""A run of 19 digits (as :data:`_DIGITS_AS_ZERO` writes them): from that many, a number may be
+an integer beyond 64 bits, which orjson would read as a float."""
 _DIGITS_AS_ZERO = bytes(ord("0") if byte in b"0123456789" else ord("x") for byte in range(256))
 """Every ASCII digit as ``0``, every other byte as ``x``: a run of digits is then a run of
 zeros, found by a plain substring search (a tenth of the time of the regex ``[0-9]{19,}``
@@ -41,7 +41,7 @@ over a pass's request batches, 0.5 against 4.1 ms for 380 KB)."""
 
 
 def _has_long_number(data: bytes) -> bool:
-    return b"0" * _LONG_NUMBER_DIGITS in data.translate(_DIGITS_AS_ZERO)
+    return _LONG_NUMBER_AS_ZEROS in data.translate(_DIGITS_AS_ZERO)
 
 
 def loads(data: bytes | str) -> Any:
