@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import signal
+import sys
 
 import typer
 
@@ -15,6 +17,20 @@ from streamctl.client.cli.common import (
 from streamctl.workflows.config import CoordinatorConfig
 
 bench_app = typer.Typer(help="Benchmarks that print their figures.", no_args_is_help=True)
+
+
+# Every benchmark runs a private stack (streamctl.bench.stack) whose processes it stops on the
+# way out. Python's default for a TERM ends the process without unwinding, so the stack's
+# Temporal server, coordinator workers and agents would outlive it (they run in sessions of
+# their own): a TERM ends a run as Ctrl-C does instead, exit status 128 + 15 as for a process
+# the TERM killed. (A callback, not a docstring: the group's help stays the Typer's.)
+@bench_app.callback()
+def bench_callback() -> None:
+    signal.signal(signal.SIGTERM, _exit_on_term)
+
+
+def _exit_on_term(signum: int, frame: object) -> None:
+    sys.exit(128 + signum)
 
 
 @bench_app.command("requests")
@@ -244,14 +260,10 @@ def bench_differential(
     """Generated NebulaStream queries over generated data, run by the coordinator on Spark and
     by the reference engine (DuckDB); rows compared as multisets. Exit 1 on a disagreement."""
     import asyncio
-    import signal
-    import sys
 
     from streamctl.bench.differential import DifferentialSettings, run_differential
     from streamctl.bench.differential_cases import BASE_SHAPES, EXTRA_SHAPES
 
-    # A TERM ends the run like Ctrl-C, so the private stack's processes are stopped too.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     shapes = BASE_SHAPES + (EXTRA_SHAPES if extra_shapes else ())
     settings = DifferentialSettings(
         cases=cases,
