@@ -14,18 +14,10 @@ import sys
 import time
 from pathlib import Path
 
+from streamctl.bench.process_cpu import running
 from streamctl.worker.supervisor import STACK_FILE
 
 DEADLINE_S = 120.0
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` is a process that has not ended (a zombie has ended)."""
-    try:
-        status = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return status.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _stack_file(tmp: Path) -> Path | None:
@@ -59,18 +51,18 @@ def test_a_term_stops_the_benchmark_and_its_private_stack(tmp_path: Path) -> Non
             time.sleep(0.2)
         stack = json.loads(stack_file.read_text())
         pids = [stack["temporal_pid"], *stack["coordinator_pids"]]
-        assert all(_alive(pid) for pid in pids)
+        assert all(running(pid) for pid in pids)
 
         benchmark.send_signal(signal.SIGTERM)
         status = benchmark.wait(timeout=DEADLINE_S)
-        still_running = [pid for pid in pids if _alive(pid)]
+        still_running = [pid for pid in pids if running(pid)]
     finally:
         # Whatever the outcome, nothing of this run is left to the rest of the suite.
         if benchmark.poll() is None:
             benchmark.kill()
             benchmark.wait()
         for pid in pids:
-            if _alive(pid):
+            if running(pid):
                 os.kill(pid, signal.SIGKILL)
 
     assert status == 128 + signal.SIGTERM, log.read_text()[-2000:]

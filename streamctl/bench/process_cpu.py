@@ -12,7 +12,8 @@ a descendant whose parent ended before it (it belongs to init then), and one rea
 the reading of its parent and of the parent's children (missed by that one reading). Elsewhere
 than Linux, and for processes that are gone or unreadable, the readings are 0.
 :func:`tree_rss_bytes` is the resident memory of a process and its live descendants (found
-the same way: the coordinator worker runs its passes in a process pool).
+the same way: the coordinator worker runs its passes in a process pool). :func:`running` says
+whether a process has not ended yet (a benchmark's stack must be gone after the benchmark).
 """
 
 from __future__ import annotations
@@ -34,6 +35,13 @@ def _stat_fields(pid: int) -> list[str] | None:
     # The command name is in parentheses and may itself hold spaces, parentheses and bytes
     # that are no UTF-8 (the kernel cuts it at 15 bytes, inside a character too).
     return data[data.rfind(b")") + 2 :].decode("ascii").split()
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not ended. A zombie has ended: it only waits for
+    its parent to reap it (``os.kill(pid, 0)`` still finds it)."""
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] != "Z"
 
 
 def _children(pid: int) -> list[int]:
