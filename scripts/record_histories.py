@@ -96,16 +96,16 @@ from temporalio.worker import Worker  # noqa: E402
 import streamctl  # noqa: E402
 from streamctl import config  # noqa: E402
 from streamctl.client.client import CoordinatorClient  # noqa: E402
-from streamctl.client.errors import CoordinatorError  # noqa: E402
+from streamctl.client.coordinator_errors import CoordinatorError  # noqa: E402
 from streamctl.client.query_wait import QueryWaitTimeout  # noqa: E402
-from streamctl.worker.coordinator import build_worker, ensure_coordinator  # noqa: E402
+from streamctl.worker.coordinator_worker import build_worker, ensure_coordinator  # noqa: E402
 from streamctl.worker.temporal_server import (  # noqa: E402
     free_port,
     start_dev_server,
     wait_for_server,
 )
 from streamctl.workflows import messages as m  # noqa: E402
-from streamctl.workflows.actions import (  # noqa: E402
+from streamctl.protocol.agent_contract import (  # noqa: E402
     AgentStatus,
     ExplainAssignment,
     ExplainReport,
@@ -114,9 +114,9 @@ from streamctl.workflows.actions import (  # noqa: E402
     StopAssignment,
     agent_task_queue,
 )
-from streamctl.workflows.config import CoordinatorConfig, ReoptimizeTarget  # noqa: E402
-from streamctl.workflows.messages import Envelope, EventBatch  # noqa: E402
-from streamctl.workflows.reoptimization import (  # noqa: E402
+from streamctl.protocol.coordinator_config import CoordinatorConfig, ReoptimizeTarget  # noqa: E402
+from streamctl.protocol.messages import Envelope, EventBatch  # noqa: E402
+from streamctl.workflows.reoptimize_workflow import (  # noqa: E402
     ReoptimizationWorkflow,
 )
 from streamctl.workflows.wire import connect, data_converter  # noqa: E402

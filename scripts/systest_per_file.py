@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def streamctl(*args: str, timeout: float = 3600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "streamctl.client.cli", *args],
+        [sys.executable, "-m", "streamctl.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

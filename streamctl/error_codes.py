@@ -1,15 +1,16 @@
 """Every error code the product answers with: one home, each code declared once.
 
-A request that fails is answered with a :class:`~streamctl.workflows.messages.Response` whose
+A request that fails is answered with a :class:`~streamctl.protocol.messages.Response` whose
 ``error_code`` is one of these:
 
 * the codes of :class:`ErrorCode` (a malformed request, a missing or duplicate entity, no agent
   available, ...);
 * for a statement the planner refuses, the planner's code (:data:`PLANNER_ERROR_CODES`,
-  carried by :class:`streamctl.planner.errors.PlannerError`); :data:`NES_ERROR_NUMBERS` gives
+  carried by :class:`streamctl.planner.planning_errors.PlannerError`); :data:`NES_ERROR_NUMBERS`
+  gives
   NebulaStream's error number for each.
 
-Codes are stable: clients map them to exception types (:mod:`streamctl.client.errors`).
+Codes are stable: clients map them to exception types (:mod:`streamctl.client.coordinator_errors`).
 
 A leaf module: it imports nothing of the project, so every package may import it.
 """
@@ -59,7 +60,8 @@ def asks_again(error_code: str | None, error_message: object) -> bool:
     )
 
 
-# ---- the planner's codes (streamctl.planner.errors.PlannerError.code) ------------------------
+# ---- the planner's codes (streamctl.planner.planning_errors.PlannerError.code)
+# ------------------------
 
 SYNTAX_ERROR: Final = "SYNTAX_ERROR"
 UNKNOWN_SOURCE: Final = "UNKNOWN_SOURCE"
@@ -87,7 +89,7 @@ PLANNER_ERROR_CODES: Final = frozenset(
         UNKNOWN_WORKER,
     }
 )
-"""The codes a :class:`~streamctl.planner.errors.PlannerError` may carry."""
+"""The codes a :class:`~streamctl.planner.planning_errors.PlannerError` may carry."""
 
 NES_ERROR_NUMBERS: Final[dict[str, int]] = {
     SYNTAX_ERROR: 2000,  # InvalidQuerySyntax

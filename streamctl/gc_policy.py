@@ -1,8 +1,9 @@
 """How streamctl's own processes run Python's cyclic garbage collector.
 
 Every ``streamctl`` process (the command line, the coordinator worker, the agents, the gateway,
-the benchmarks: :func:`streamctl.client.cli.main` calls :func:`collect_young_garbage_less_often`)
-and the coordinator's pass processes (:func:`streamctl.worker.coordinator.prepare_activity_process`,
+the benchmarks: :func:`streamctl.cli.main` calls :func:`collect_young_garbage_less_often`)
+and the coordinator's pass processes
+(:func:`streamctl.worker.coordinator_worker.prepare_activity_process`,
 which also calls :func:`freeze_what_is_loaded`) handle messages in bulk: a request's decoded
 JSON, its future, its response object and its ORM rows are containers that live for one round
 trip or one pass, long enough to survive a young collection. Under CPython's default

@@ -2,11 +2,11 @@
 streamctl but :mod:`streamctl.nes_text`, :mod:`streamctl.nes_types` and, for the default sink
 directory, :mod:`streamctl.config`).
 
-Protocol: the sink writers (:mod:`streamctl.spark.sinks`) write into the directories named
+Protocol: the sink writers (:mod:`streamctl.spark.sink_writers`) write into the directories named
 here (:func:`file_sink_directory`, :func:`checksum_directory`); tests, the benchmarks and the
-systest runner (:mod:`streamctl.client.systest`) read results back with
+systest runner (:mod:`streamctl.systest.runner`) read results back with
 :func:`read_file_sink_lines`, :func:`read_file_sink_rows` (CSV and JSON;
-:func:`streamctl.spark.sinks.read_file_sink` reads Parquet too) and :func:`read_checksum`. A
+:func:`streamctl.spark.sink_writers.read_file_sink` reads Parquet too) and :func:`read_checksum`. A
 sink is given as anything with its catalog ``name``, ``type``, canonical ``config`` and
 ``schema`` (:class:`FileSink`: a :class:`~streamctl.spark.specs.SinkSpec`, or a sink as the
 coordinator answers it).
@@ -264,7 +264,7 @@ def split_sink_line(line: str, types: Sequence[str], delimiter: str, quoted: boo
 
 
 def _json_row(value: Mapping[str, Any], schema: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
-    """A JSON line of a FILE sink as a tuple (:func:`streamctl.spark.sinks.nes_json_line`: a
+    """A JSON line of a FILE sink as a tuple (:func:`streamctl.spark.sink_writers.nes_json_line`: a
     nullable column's value is its CSV text as a JSON string, ``"NULL"`` for NULL -- so a
     nullable ``VARSIZED`` value ``NULL`` reads as NULL, NES's format cannot tell them apart;
     a missing key, as Spark's own JSON writer left it for NULL, is NULL too)."""

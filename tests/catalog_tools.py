@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
-from streamctl.activities.passes import CatalogWork
+from streamctl.activities.pass_activity import CatalogWork
 from streamctl.catalog.models import (
     ChangelogEntry,
     LogicalSource,
@@ -22,8 +22,8 @@ from streamctl.catalog.models import (
     Worker,
 )
 from streamctl.catalog.store import create_catalog_engine
-from streamctl.workflows.messages import Envelope, Response
-from streamctl.workflows.passes import PassInput, request_batches_json
+from streamctl.protocol.messages import Envelope, Response
+from streamctl.protocol.pass_io import PassInput, request_batches_json
 
 
 def dump(url: str) -> dict[str, Any]:

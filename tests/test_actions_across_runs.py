@@ -28,16 +28,16 @@ from temporalio.worker import Worker
 
 from streamctl import limits
 from streamctl.client.client import CoordinatorClient
-from streamctl.workflows import messages as m
-from streamctl.workflows.actions import (
+from streamctl.protocol import messages as m
+from streamctl.protocol.agent_contract import (
     AgentStatus,
     QueryAssignment,
     QueryReport,
     StopAssignment,
     agent_task_queue,
 )
+from streamctl.protocol.coordinator_config import CoordinatorConfig
 from streamctl.workflows.agent_calls import ACTION_PICKUP_TIMEOUT
-from streamctl.workflows.config import CoordinatorConfig
 
 pytestmark = pytest.mark.slow
 

@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamctl.activities.passes import CatalogWork
+from streamctl.activities.pass_activity import CatalogWork
 from streamctl.bench.adversarial_cases import generate_case
-from streamctl.workflows import messages as m
-from streamctl.workflows.messages import Envelope
-from streamctl.workflows.passes import PassInput, PendingMessage
+from streamctl.protocol import messages as m
+from streamctl.protocol.messages import Envelope
+from streamctl.protocol.pass_io import PassInput, PendingMessage
 
 EXAMPLES = 300
 """Per catalog backend: 600 cases in all in CI, each a pass of up to eight hostile messages."""

@@ -9,7 +9,7 @@ import sys
 
 def run_agent(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "streamctl.client.cli", "agent", *args],
+        [sys.executable, "-m", "streamctl.cli", "agent", *args],
         capture_output=True,
         text=True,
         env=env,

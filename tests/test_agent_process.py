@@ -23,11 +23,8 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from test_spark_actions import ORDERS, assignment
 
 from streamctl.planner.options import normalize_source_options
-from streamctl.spark.sinks import read_file_sink
-from streamctl.spark.specs import SinkSpec
-from streamctl.worker.supervisor import agent_command
-from streamctl.workflows import messages as m
-from streamctl.workflows.actions import (
+from streamctl.protocol import messages as m
+from streamctl.protocol.agent_contract import (
     QueryAssignment,
     QueryReport,
     SourceAssignment,
@@ -35,6 +32,9 @@ from streamctl.workflows.actions import (
     agent_task_queue,
     query_name,
 )
+from streamctl.spark.sink_writers import read_file_sink
+from streamctl.spark.specs import SinkSpec
+from streamctl.worker.supervisor import agent_command
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -98,7 +98,7 @@ async def agent_probe(client: Client, agent: str) -> AsyncIterator[Callable[[str
 
 def workflow_assignment(data: dict[str, Any]) -> QueryAssignment:
     """The probe's input arrives as plain JSON; rebuild the nested dataclasses."""
-    from streamctl.workflows.actions import SinkAssignment, SourceAssignment
+    from streamctl.protocol.agent_contract import SinkAssignment, SourceAssignment
 
     return QueryAssignment(
         query_id=data["query_id"],

@@ -9,8 +9,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from streamctl.spark.queries import SparkQueries, _Started
-from streamctl.workflows import messages as m
+from streamctl.agent.runs import SparkQueries, _Started
+from streamctl.protocol import messages as m
 
 
 def agent(tmp_path: Path) -> tuple[SparkQueries, list[m.Event]]:

@@ -39,12 +39,12 @@ from test_agent_process import agent_probe, workflow_assignment
 from test_spark_actions import assignment
 
 from streamctl.client.client import CoordinatorClient
-from streamctl.spark.sinks import read_file_sink
+from streamctl.protocol import messages as m
+from streamctl.protocol.agent_contract import QueryReport, agent_task_queue, query_name
+from streamctl.protocol.coordinator_config import CoordinatorConfig
+from streamctl.spark.sink_writers import read_file_sink
 from streamctl.spark.specs import SinkSpec
 from streamctl.worker.supervisor import agent_command
-from streamctl.workflows import messages as m
-from streamctl.workflows.actions import QueryReport, agent_task_queue, query_name
-from streamctl.workflows.config import CoordinatorConfig
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -32,7 +32,7 @@ def test_a_term_stops_the_benchmark_and_its_private_stack(tmp_path: Path) -> Non
             [
                 sys.executable,
                 "-m",
-                "streamctl.client.cli",
+                "streamctl.cli",
                 "bench",
                 "latency",
                 "--rounds",

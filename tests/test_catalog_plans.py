@@ -18,10 +18,10 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 from test_pass_activity import run_pass
 
-from streamctl.activities.passes import CatalogWork
+from streamctl.activities.pass_activity import CatalogWork
 from streamctl.catalog.models import LogicalSource
 from streamctl.catalog.store import catalog_engine, one_of
-from streamctl.workflows import messages as m
+from streamctl.protocol import messages as m
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
 

@@ -1,7 +1,8 @@
 """Clients always return (issue 16, item 6; measurement 4).
 
 Every ``ask``, ``ask_blocking`` and ``ask_many`` ends by its deadline with
-:class:`~streamctl.client.errors.RequestTimeout` when nothing answers: a client that never
+:class:`~streamctl.client.coordinator_errors.RequestTimeout` when nothing answers: a client that
+never
 connected, a full outbox, a coordinator workflow that no worker polls. An answer the client
 cannot decode (encrypted with a payload key it lacks, compressed by a codec it lacks) raises a
 typed error at once, and a failure inside the client's background tasks reaches the caller.
@@ -33,11 +34,11 @@ from temporalio.client import Client
 
 import streamctl.client.client as client_module
 import streamctl.client.pump as pump_module
-from streamctl.client import errors
+from streamctl.client import coordinator_errors as errors
 from streamctl.client.client import CoordinatorClient
 from streamctl.client.query_wait import LAST_LOOK_S, QueryWaitTimeout
-from streamctl.worker.coordinator import ensure_coordinator
-from streamctl.workflows import messages as m
+from streamctl.protocol import messages as m
+from streamctl.worker.coordinator_worker import ensure_coordinator
 from streamctl.workflows.payload_crypto import key_id
 from streamctl.workflows.wire import connect
 

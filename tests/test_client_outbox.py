@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamctl.client.client import CoordinatorClient
-from streamctl.client.errors import ClientClosed, OutboxFull
+from streamctl.client.coordinator_errors import ClientClosed, OutboxFull
 from streamctl.client.outbox import settle
 from streamctl.error_codes import ErrorCode
-from streamctl.workflows import messages as m
+from streamctl.protocol import messages as m
 
 
 def test_a_full_event_outbox_refuses_then_frees_its_room_on_close():

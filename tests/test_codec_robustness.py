@@ -75,7 +75,6 @@ import sys, threading
 from temporalio.api.common.v1 import Payload
 from temporalio.worker.workflow_sandbox._importer import _thread_local_sys_modules
 from streamctl.workflows.payload_crypto import decrypt, encrypt
-
 applied, done = threading.Event(), threading.Event()
 
 def workflow_thread():

@@ -32,7 +32,7 @@ import typer
 import typer.main
 import yaml
 
-from streamctl.client.cli import app
+from streamctl.cli import app
 from streamctl.worker.search_attributes import dev_server_arguments
 from streamctl.worker.temporal_server import dev_server_command
 

@@ -1,4 +1,5 @@
-"""The coordinator's configuration (:class:`~streamctl.workflows.config.CoordinatorConfig`).
+"""The coordinator's configuration
+(:class:`~streamctl.protocol.coordinator_config.CoordinatorConfig`).
 
 * Property (isolated logic): ``problems()`` names exactly the knobs that break the rules as
   stated here independently (counts are integers of at least 1, ``max_restarts`` of at least
@@ -30,9 +31,13 @@ from hypothesis import strategies as st
 from temporalio.client import Client
 
 from streamctl.client.client import CoordinatorClient
-from streamctl.worker.coordinator import ensure_coordinator
-from streamctl.workflows import messages as m
-from streamctl.workflows.config import MAX_BATCH_TIMEOUT, MAX_CONFIG_SECONDS, CoordinatorConfig
+from streamctl.protocol import messages as m
+from streamctl.protocol.coordinator_config import (
+    MAX_BATCH_TIMEOUT,
+    MAX_CONFIG_SECONDS,
+    CoordinatorConfig,
+)
+from streamctl.worker.coordinator_worker import ensure_coordinator
 from streamctl.workflows.coordinator import CoordinatorWorkflow
 from streamctl.workflows.state import CoordinatorInput, CoordinatorState
 
@@ -154,7 +159,7 @@ def test_a_bad_knob_variable_is_a_usage_error_of_the_commands_that_read_it(
     """It was read when the CLI was imported: every command, ``--help`` too, died with a
     traceback (an adversarial review)."""
     env = {**os.environ, variable: value}
-    command = [sys.executable, "-m", "streamctl.client.cli"]
+    command = [sys.executable, "-m", "streamctl.cli"]
     shown = subprocess.run([*command, "--help"], env=env, capture_output=True, text=True)
     assert shown.returncode == 0, shown.stderr
     for arguments in (["up", "--state-dir", str(tmp_path)], ["coordinator"]):

@@ -28,7 +28,7 @@ from streamctl.limits import (
     INT64_MIN,
     MAX_NESTING_DEPTH,
 )
-from streamctl.workflows import messages as m
+from streamctl.protocol import messages as m
 
 
 def _text_problem(text: str) -> str | None:

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from streamctl.cli.demo_query import DemoNames, demo_statements
 from streamctl.client.client import CoordinatorClient
-from streamctl.client.demo import DemoNames, demo_statements
+from streamctl.protocol import messages as m
 from streamctl.worker.supervisor import pid_alive, read_stack, wait_until_up
 from streamctl.worker.temporal_server import free_port, port_open
-from streamctl.workflows import messages as m
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -34,7 +34,7 @@ def streamctl(*args: str, state: Path) -> subprocess.Popen[str]:
     """``streamctl <args>`` as a user runs it, outside the repository, with ``state`` as the
     state directory."""
     return subprocess.Popen(
-        [sys.executable, "-m", "streamctl.client.cli", *args],
+        [sys.executable, "-m", "streamctl.cli", *args],
         cwd=tempfile.gettempdir(),
         env={**os.environ, "STREAMCTL_STATE_DIR": str(state)},
         stdout=subprocess.PIPE,

@@ -11,9 +11,9 @@ import pytest
 from test_pass_activity import codes, run_pass
 from test_query_requests import SETUP, pass_result
 
-from streamctl.activities.passes import CatalogWork
+from streamctl.activities.pass_activity import CatalogWork
 from streamctl.planner.plan import QueryPlan, Scan, walk
-from streamctl.workflows import messages as m
+from streamctl.protocol import messages as m
 
 INLINE = (
     "EXPLAIN SELECT id FROM File('a.csv' AS `SOURCE`.FILE_PATH, "

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from test_pass_activity import codes, run_pass
 
-from streamctl.activities.passes import CatalogWork
+from streamctl.activities.pass_activity import CatalogWork
 from streamctl.planner.options import SINK_OPTIONS, SOURCE_OPTIONS
-from streamctl.workflows import messages as m
+from streamctl.protocol import messages as m
 
 COLUMNS = (m.ColumnSpec("id", "UINT64", False),)
 

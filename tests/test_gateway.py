@@ -32,14 +32,14 @@ from fastapi.routing import APIRoute
 from typer.testing import CliRunner
 
 from streamctl import config
-from streamctl.client.cli import app as cli_app
-from streamctl.client.gateway.app import (
+from streamctl.cli import app as cli_app
+from streamctl.gateway.app import (
     GatewayRefused,
     GatewaySettings,
     checked_settings,
     create_app,
 )
-from streamctl.client.gateway.problems import PROBLEM_MEDIA_TYPE
+from streamctl.gateway.problems import PROBLEM_MEDIA_TYPE
 from streamctl.worker.temporal_server import free_port
 
 SCHEMA = [
@@ -543,7 +543,7 @@ async def test_streamctl_gateway_command(start_coordinator: Any, sqlite_url: str
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "streamctl.client.cli",
+        "streamctl.cli",
         "gateway",
         "--port",
         str(port),

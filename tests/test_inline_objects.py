@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from test_pass_activity import codes, run_pass
 
-from streamctl.activities.passes import CatalogWork
+from streamctl.activities.pass_activity import CatalogWork
 from streamctl.planner.plan import InlineScan, QueryPlan, Scan, walk
-from streamctl.workflows import messages as m
+from streamctl.protocol import messages as m
 
 SCHEMA = "SCHEMA(id UINT64 NOT NULL, amount INT64 NOT NULL) AS `SOURCE`.`SCHEMA`"
 

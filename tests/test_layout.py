@@ -137,7 +137,7 @@ def test_every_forbidden_direction_is_detected() -> None:
         for target in targets
     ]
     assert len(_violations(planted)) == len(planted)
-    allowed = [Import("streamctl.client.x", "streamctl.workflows.messages", 1)]
+    allowed = [Import("streamctl.client.x", "streamctl.protocol.messages", 1)]
     assert _violations(allowed) == []
 
 

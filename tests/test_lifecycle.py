@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamctl.lifecycle import agents, queries
-from streamctl.lifecycle.queries import QueryState as S
-from streamctl.lifecycle.queries import QueryTrigger as T
+from streamctl.lifecycle import query_states as queries
+from streamctl.lifecycle import worker_states as agents
+from streamctl.lifecycle.query_states import QueryState as S
+from streamctl.lifecycle.query_states import QueryTrigger as T
 
 
 def walk(state: S, *triggers: T) -> S:

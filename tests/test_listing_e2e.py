@@ -15,9 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from streamctl.client.errors import CoordinatorError
+from streamctl.client.coordinator_errors import CoordinatorError
 from streamctl.limits import MAX_RESPONSE_BYTES
-from streamctl.workflows import messages as m
+from streamctl.protocol import messages as m
 
 QUERIES = 600
 SCHEMA = (m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("v", "INT64", False))
@@ -57,7 +57,7 @@ async def test_show_queries_and_list_all_page_through_every_query(
         shown = await asyncio.to_thread(
             subprocess.run,
             [
-                sys.executable, "-m", "streamctl.client.cli", "sql", "SHOW QUERIES", "--json",
+                sys.executable, "-m", "streamctl.cli", "sql", "SHOW QUERIES", "--json",
                 "--address", coordinator.address, "--workflow-id", coordinator.workflow_id,
                 "--state-dir", str(tmp_path / "state"),
             ],

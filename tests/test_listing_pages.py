@@ -1,5 +1,5 @@
 """Paged listings (``List*`` with ``limit``/``after``, ``SHOW`` with ``ExecuteStatement.limit``)
-on both catalogs, as the protocol in :mod:`streamctl.workflows.messages` states it:
+on both catalogs, as the protocol in :mod:`streamctl.protocol.messages` states it:
 
 * walking the pages from the first to the last answers every object that exists throughout
   the walk exactly once, in key order, also when objects are created and dropped between the
@@ -23,12 +23,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_pass_activity import run_pass
 
-from streamctl.activities.passes import CatalogWork
+from streamctl.activities.pass_activity import CatalogWork
 from streamctl.client import paging
 from streamctl.client.paging import complete_show_pages
 from streamctl.domain import listing, passes
 from streamctl.limits import MAX_PAGE_ROWS
-from streamctl.workflows import messages as m
+from streamctl.protocol import messages as m
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
 _passes = itertools.count(1)

@@ -33,19 +33,19 @@ from temporalio.worker import (
     Interceptor,
 )
 
-from streamctl.activities.passes import CatalogWork
+from streamctl.activities.pass_activity import CatalogWork
 from streamctl.client.client import CoordinatorClient
 from streamctl.domain.workers import STALL_TOLERANCE
-from streamctl.worker.coordinator import build_worker, ensure_coordinator
-from streamctl.workflows import messages as m
-from streamctl.workflows.config import CoordinatorConfig
-from streamctl.workflows.coordinator import CoordinatorWorkflow
-from streamctl.workflows.passes import (
+from streamctl.protocol import messages as m
+from streamctl.protocol.coordinator_config import CoordinatorConfig
+from streamctl.protocol.pass_io import (
     CATALOG_UNAVAILABLE,
     PassInput,
     PendingMessage,
     request_batches_json,
 )
+from streamctl.worker.coordinator_worker import build_worker, ensure_coordinator
+from streamctl.workflows.coordinator import CoordinatorWorkflow
 
 
 class CatalogOutage(Interceptor):

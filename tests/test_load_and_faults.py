@@ -27,11 +27,11 @@ from conftest import RunningCoordinator
 
 from streamctl.bench.requests import SCHEMA, mixed_request
 from streamctl.client.outbox import new_id
-from streamctl.worker.coordinator import ensure_coordinator
+from streamctl.protocol import messages as m
+from streamctl.protocol.coordinator_config import CoordinatorConfig
+from streamctl.protocol.messages import Response
+from streamctl.worker.coordinator_worker import ensure_coordinator
 from streamctl.worker.supervisor import catalog_environment, coordinator_command
-from streamctl.workflows import messages as m
-from streamctl.workflows.config import CoordinatorConfig
-from streamctl.workflows.messages import Response
 
 pytestmark = pytest.mark.slow
 

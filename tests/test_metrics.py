@@ -19,10 +19,10 @@ from temporalio.client import Client, WorkflowFailureError
 
 from streamctl.client.client import CoordinatorClient
 from streamctl.error_codes import ErrorCode
-from streamctl.worker.coordinator import run_coordinator_worker
+from streamctl.protocol import messages as m
+from streamctl.worker.coordinator_worker import run_coordinator_worker
 from streamctl.worker.metrics import AgentMetrics, MetricsAddress, MetricsEndpoint
 from streamctl.worker.temporal_server import free_port
-from streamctl.workflows import messages as m
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -141,7 +141,7 @@ async def test_agent_process_serves_load_actions_rates_and_sdk_series(
     from test_agent_process import GENERATOR, agent_probe, spawn_agent
     from test_spark_actions import ORDERS, assignment
 
-    from streamctl.workflows.actions import SourceAssignment
+    from streamctl.protocol.agent_contract import SourceAssignment
 
     coordinator = await start_coordinator(sqlite_url)
     name, port = f"m{uuid.uuid4().hex[:6]}", free_port()

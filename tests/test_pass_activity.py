@@ -14,11 +14,11 @@ from catalog_tools import dump, worker_values
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamctl.activities.passes import CatalogWork
+from streamctl.activities.pass_activity import CatalogWork
 from streamctl.client.outbox import new_id
-from streamctl.workflows import messages as m
-from streamctl.workflows.messages import Envelope
-from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_json
+from streamctl.protocol import messages as m
+from streamctl.protocol.messages import Envelope
+from streamctl.protocol.pass_io import PassInput, PendingMessage, request_batches_json
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
 WIDER = (m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("v", "FLOAT64"))
@@ -141,7 +141,7 @@ def _active_per_agent(catalog_url: str) -> dict[str, int]:
 
     from streamctl.catalog.models import Query
     from streamctl.catalog.store import create_catalog_engine
-    from streamctl.lifecycle.queries import ACTIVE_STATES
+    from streamctl.lifecycle.query_states import ACTIVE_STATES
 
     engine = create_catalog_engine(catalog_url)
     try:

@@ -18,10 +18,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamctl.activities.passes import CatalogWork
+from streamctl.activities.pass_activity import CatalogWork
 from streamctl.client.outbox import new_id
-from streamctl.workflows import messages as m
-from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_json
+from streamctl.protocol import messages as m
+from streamctl.protocol.pass_io import PassInput, PendingMessage, request_batches_json
 
 ARRIVED = 1000.0
 

@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from test_pass_activity import codes, run_pass
 
-from streamctl.activities.passes import CatalogWork
+from streamctl.activities.pass_activity import CatalogWork
 from streamctl.catalog.models import LogicalSource, QuarantinedMessage, SnapshotVersion, Worker
 from streamctl.catalog.rows import LogicalSourceRow
 from streamctl.catalog.store import create_catalog_engine
@@ -28,9 +28,9 @@ from streamctl.domain.context import PassContext
 from streamctl.domain.pass_requests import Request
 from streamctl.error_codes import asks_again
 from streamctl.limits import INT32_MAX, INT64_MAX
-from streamctl.workflows import messages as m
-from streamctl.workflows.messages import Envelope, Response
-from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_json
+from streamctl.protocol import messages as m
+from streamctl.protocol.messages import Envelope, Response
+from streamctl.protocol.pass_io import PassInput, PendingMessage, request_batches_json
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
 

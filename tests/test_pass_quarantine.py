@@ -28,10 +28,10 @@ from temporalio.worker import (
 )
 
 from streamctl.client.client import CoordinatorClient
-from streamctl.worker.coordinator import build_worker, ensure_coordinator
-from streamctl.workflows import messages as m
-from streamctl.workflows.config import CoordinatorConfig
-from streamctl.workflows.passes import PassInput
+from streamctl.protocol import messages as m
+from streamctl.protocol.coordinator_config import CoordinatorConfig
+from streamctl.protocol.pass_io import PassInput
+from streamctl.worker.coordinator_worker import build_worker, ensure_coordinator
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
 

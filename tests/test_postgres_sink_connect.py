@@ -16,8 +16,8 @@ import pytest
 from test_spark_cluster import connect_server  # noqa: F401  (the fixture)
 
 from streamctl.catalog.urls import libpq_url
-from streamctl.spark.sinks import MARKER_TABLE, start_sink
-from streamctl.spark.sources import read_source
+from streamctl.spark.sink_writers import MARKER_TABLE, start_sink
+from streamctl.spark.source_readers import read_source
 from streamctl.spark.specs import SinkSpec, SourceSpec
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.postgres]

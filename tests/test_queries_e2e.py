@@ -21,11 +21,11 @@ from test_agent_process import spawn_agent
 from streamctl.catalog.models import ChangelogEntry
 from streamctl.catalog.store import create_catalog_engine
 from streamctl.client.client import CoordinatorClient
-from streamctl.spark.sinks import read_file_sink
+from streamctl.protocol import messages as m
+from streamctl.protocol.agent_contract import query_name
+from streamctl.protocol.coordinator_config import CoordinatorConfig
+from streamctl.spark.sink_writers import read_file_sink
 from streamctl.spark.specs import SinkSpec
-from streamctl.workflows import messages as m
-from streamctl.workflows.actions import query_name
-from streamctl.workflows.config import CoordinatorConfig
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

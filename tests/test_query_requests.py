@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from test_pass_activity import codes, run_pass
 
-from streamctl.activities.passes import CatalogWork
+from streamctl.activities.pass_activity import CatalogWork
 from streamctl.client.outbox import new_id
 from streamctl.domain import context
-from streamctl.lifecycle.queries import STOP_AGAIN_AFTER
+from streamctl.lifecycle.query_states import STOP_AGAIN_AFTER
 from streamctl.limits import MORE_TO_START_DELAY
-from streamctl.workflows import messages as m
-from streamctl.workflows.actions import AgentAction, StopAssignment
-from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_json
+from streamctl.protocol import messages as m
+from streamctl.protocol.agent_contract import AgentAction, StopAssignment
+from streamctl.protocol.pass_io import PassInput, PendingMessage, request_batches_json
 
 ORDERS = (
     m.ColumnSpec("id", "UINT64", False),

@@ -27,14 +27,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from streamctl.activities.passes import CatalogWork
+from streamctl.activities.pass_activity import CatalogWork
+from streamctl.cli.frontend import EXIT_REFUSED, run_query_action, run_sql, settle_queries
 from streamctl.client import query_wait
-from streamctl.client.errors import InvalidRequest, TooLarge
-from streamctl.client.frontend import EXIT_REFUSED, run_query_action, run_sql, settle_queries
+from streamctl.client.coordinator_errors import InvalidRequest, TooLarge
 from streamctl.client.outbox import new_id
 from streamctl.client.query_wait import QueryWaitTimeout, wait_for_state, wait_pushed
-from streamctl.workflows import messages as m
-from streamctl.workflows.passes import PassInput, request_batches_json
+from streamctl.protocol import messages as m
+from streamctl.protocol.pass_io import PassInput, request_batches_json
 from streamctl.workflows.query_waits import QueryWait
 
 STATES = [
@@ -254,7 +254,7 @@ async def test_waiting_for_a_query_no_agent_can_run_ends_at_its_timeout(
 def test_wait_running_nan_is_refused_by_the_cli_before_connecting(command: list[str]) -> None:
     from typer.testing import CliRunner
 
-    from streamctl.client.cli import app
+    from streamctl.cli import app
 
     result = CliRunner().invoke(app, [*command, "--wait-running", "nan"])
     assert result.exit_code == 2, result.output  # click's usage error, nothing was sent

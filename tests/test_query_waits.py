@@ -20,11 +20,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_query_wait import SCRIPT
 
-from streamctl.client.errors import NotFound
+from streamctl.client.coordinator_errors import NotFound
 from streamctl.client.query_wait import QueryWaitTimeout
 from streamctl.limits import MAX_QUERY_WAITERS
-from streamctl.workflows import messages as m
-from streamctl.workflows.config import CoordinatorConfig
+from streamctl.protocol import messages as m
+from streamctl.protocol.coordinator_config import CoordinatorConfig
 from streamctl.workflows.query_waits import QueryWaiter
 
 STATES = ["CREATED", "STARTING", "RUNNING", "STOPPED", "FAILED"]

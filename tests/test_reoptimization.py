@@ -11,7 +11,7 @@ import pytest
 from test_pass_activity import codes, run_pass
 from test_query_requests import SETUP
 
-from streamctl.activities.passes import CatalogWork
+from streamctl.activities.pass_activity import CatalogWork
 from streamctl.client.outbox import new_id
 from streamctl.planner.placement import AgentSlots
 from streamctl.planner.reoptimization import (
@@ -23,9 +23,9 @@ from streamctl.planner.reoptimization import (
     lag_of,
     track_lag,
 )
-from streamctl.workflows import messages as m
-from streamctl.workflows.actions import AgentAction
-from streamctl.workflows.passes import PassInput, PendingMessage, request_batches_json
+from streamctl.protocol import messages as m
+from streamctl.protocol.agent_contract import AgentAction
+from streamctl.protocol.pass_io import PassInput, PendingMessage, request_batches_json
 
 
 def slots(name: str, active: int, capacity: int = 4, state: str = "ALIVE") -> AgentSlots:

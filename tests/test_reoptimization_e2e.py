@@ -25,9 +25,9 @@ import pytest
 from conftest import wait_until
 from test_queries_e2e import FILTER, deploy
 
-from streamctl.spark.sinks import read_file_sink
-from streamctl.workflows import messages as m
-from streamctl.workflows.actions import query_name
+from streamctl.protocol import messages as m
+from streamctl.protocol.agent_contract import query_name
+from streamctl.spark.sink_writers import read_file_sink
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -39,7 +39,7 @@ async def streamctl(
     must stay free to answer the command's workflow queries and updates."""
     return await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "streamctl.client.cli", *args, "--address", address],
+        [sys.executable, "-m", "streamctl.cli", *args, "--address", address],
         capture_output=True,
         text=True,
         timeout=120,

@@ -13,7 +13,7 @@ import pytest
 from conftest import wait_until
 from test_agent_process import spawn_agent
 
-from streamctl.workflows import messages as m
+from streamctl.protocol import messages as m
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -43,7 +43,7 @@ async def test_a_person_runs_a_query_in_the_repl(start_coordinator, sqlite_url, 
 def drive_repl(address: str, workflow_id: str, tmp_path: Path) -> None:
     repl = pexpect.spawn(
         sys.executable,
-        ["-m", "streamctl.client.cli", "repl", "--address", address,
+        ["-m", "streamctl.cli", "repl", "--address", address,
          "--workflow-id", workflow_id, "--state-dir", str(tmp_path / "state")],
         cwd=str(tmp_path),
         encoding="utf-8",

@@ -32,7 +32,7 @@ from temporalio.worker import Replayer
 
 from streamctl.config import parse_payload_keys
 from streamctl.workflows.coordinator import CoordinatorWorkflow
-from streamctl.workflows.reoptimization import ReoptimizationWorkflow
+from streamctl.workflows.reoptimize_workflow import ReoptimizationWorkflow
 from streamctl.workflows.state import CoordinatorInput
 from streamctl.workflows.wire import data_converter
 

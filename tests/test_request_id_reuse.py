@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from streamctl.activities.passes import CatalogWork
-from streamctl.client.errors import UndecodableAnswer
+from streamctl.activities.pass_activity import CatalogWork
+from streamctl.client.coordinator_errors import UndecodableAnswer
 from streamctl.client.pump import pair_answers
-from streamctl.workflows import messages as m
-from streamctl.workflows.passes import PassInput, QuarantineInput, request_batches_json
+from streamctl.protocol import messages as m
+from streamctl.protocol.pass_io import PassInput, QuarantineInput, request_batches_json
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
 

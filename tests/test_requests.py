@@ -9,12 +9,12 @@ from catalog_tools import failed_workflow_tasks
 from temporalio.client import WorkflowUpdateFailedError
 
 from streamctl import config
-from streamctl.client import errors
+from streamctl.client import coordinator_errors as errors
 from streamctl.client.outbox import new_id
 from streamctl.error_codes import ErrorCode
-from streamctl.workflows import messages as m
-from streamctl.workflows.config import CoordinatorConfig
-from streamctl.workflows.messages import Envelope
+from streamctl.protocol import messages as m
+from streamctl.protocol.coordinator_config import CoordinatorConfig
+from streamctl.protocol.messages import Envelope
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("value", "INT32"))
 

@@ -31,7 +31,7 @@ from temporalio.client import Client
 
 from streamctl import config
 from streamctl.client.client import CoordinatorClient
-from streamctl.client.errors import InvalidName, InvalidRequest
+from streamctl.client.coordinator_errors import InvalidName, InvalidRequest
 from streamctl.limits import MAX_EVENTS_PER_SIGNAL
 from streamctl.planner.options import (
     SINK_OPTIONS,
@@ -39,10 +39,10 @@ from streamctl.planner.options import (
     ConnectorOptionError,
     normalize_sink_options,
 )
+from streamctl.protocol import messages as m
 from streamctl.secret_options import SECRET_WORDS, redact_statement
-from streamctl.worker.coordinator import ensure_coordinator
+from streamctl.worker.coordinator_worker import ensure_coordinator
 from streamctl.worker.temporal_server import temporal_binary
-from streamctl.workflows import messages as m
 from streamctl.workflows.payload_crypto import (
     ENCRYPTED_ENCODING,
     PayloadKeyError,
@@ -361,7 +361,7 @@ async def test_secrets_are_absent_from_history_and_masked_in_every_answer(
     # streamctl's own output, as a script reads it.
     shown = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "streamctl.client.cli", "sql", "SHOW SINKS", "--json",
+        [sys.executable, "-m", "streamctl.cli", "sql", "SHOW SINKS", "--json",
          "--workflow-id", workflow_id],
         capture_output=True, text=True, timeout=120, check=False,
         env={**os.environ, "STREAMCTL_TEMPORAL_ADDRESS": temporal.address},

@@ -26,8 +26,8 @@ from temporalio.common import RawValue
 from temporalio.service import RPCError, RPCStatusCode
 
 from streamctl.limits import MAX_ID_LENGTH
-from streamctl.workflows import messages as m
-from streamctl.workflows.config import CoordinatorConfig
+from streamctl.protocol import messages as m
+from streamctl.protocol.coordinator_config import CoordinatorConfig
 
 SENDERS = 1500
 STREAMING_SENDERS = 8

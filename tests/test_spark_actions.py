@@ -10,14 +10,12 @@ from typing import Any
 import pytest
 from temporalio.exceptions import ApplicationError
 
+from streamctl.agent.runs import SparkQueries
 from streamctl.planner.binder import bind_query
 from streamctl.planner.catalog_lookup import MemoryCatalog, SinkInfo
 from streamctl.planner.parser import parse_query
-from streamctl.spark.queries import SparkQueries
-from streamctl.spark.sinks import read_file_sink
-from streamctl.spark.specs import SinkSpec
-from streamctl.workflows import messages as m
-from streamctl.workflows.actions import (
+from streamctl.protocol import messages as m
+from streamctl.protocol.agent_contract import (
     ExplainAssignment,
     QueryAssignment,
     SinkAssignment,
@@ -25,6 +23,8 @@ from streamctl.workflows.actions import (
     StopAssignment,
     query_name,
 )
+from streamctl.spark.sink_writers import read_file_sink
+from streamctl.spark.specs import SinkSpec
 
 pytestmark = pytest.mark.spark
 

@@ -7,11 +7,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from streamctl.lifecycle.queries import contained, fails_on_its_input, lost_with_its_spark
-from streamctl.lifecycle.spark import RunFacts, Strikes, suspect
-from streamctl.spark.queries import SparkQueries, _Started
-from streamctl.workflows import messages as m
-from streamctl.workflows.actions import QueryAssignment, SinkAssignment, StopAssignment
+from streamctl.agent.runs import SparkQueries, _Started
+from streamctl.lifecycle.query_states import contained, fails_on_its_input, lost_with_its_spark
+from streamctl.lifecycle.spark_states import RunFacts, Strikes, suspect
+from streamctl.protocol import messages as m
+from streamctl.protocol.agent_contract import QueryAssignment, SinkAssignment, StopAssignment
 
 
 class StandInSpark:
@@ -140,7 +140,7 @@ def test_the_coordinator_reads_the_tags_only_where_the_agent_puts_them():
 
 
 def test_a_run_that_does_not_stop_is_ended_with_its_jvm(tmp_path):
-    from streamctl.workflows.actions import StopAssignment
+    from streamctl.protocol.agent_contract import StopAssignment
 
     queries, spark, _events = agent(tmp_path)
 

@@ -1,4 +1,4 @@
-"""The driver JVM's launch (:mod:`streamctl.worker.spark_session`): without a ``preexec_fn``
+"""The driver JVM's launch (:mod:`streamctl.agent.spark_session`): without a ``preexec_fn``
 (unsafe in a process with threads), in a process group of its own, and bounded: a build that
 does not finish in time has the JVMs it launched killed, so that it fails instead of hanging."""
 
@@ -12,8 +12,8 @@ from typing import Any
 import pyspark.java_gateway
 import pytest
 
-from streamctl.worker import spark_session
-from streamctl.worker.spark_session import driver_process
+from streamctl.agent import spark_session
+from streamctl.agent.spark_session import driver_process
 
 
 def test_the_driver_jvm_has_a_process_group_of_its_own(spark: Any) -> None:

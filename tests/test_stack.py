@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 
 from streamctl.client.client import CoordinatorClient
+from streamctl.protocol import messages as m
 from streamctl.worker.supervisor import pid_alive, read_stack
 from streamctl.worker.temporal_server import free_port
-from streamctl.workflows import messages as m
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def streamctl(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "streamctl.client.cli", *args],
+        [sys.executable, "-m", "streamctl.cli", *args],
         cwd=tempfile.gettempdir(),  # outside the repository, as a user runs it
         capture_output=True,
         text=True,

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from temporalio.api.enums.v1 import EventType
 from test_pass_activity import run_pass
 
-from streamctl.activities.passes import CatalogWork
-from streamctl.client.systest_files import read_systest
+from streamctl.activities.pass_activity import CatalogWork
 from streamctl.error_codes import PLANNER_ERROR_CODES, ErrorCode
-from streamctl.workflows import messages as m
+from streamctl.protocol import messages as m
+from streamctl.systest.suite_files import read_systest
 
 SUITE = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "nes-systests"
 

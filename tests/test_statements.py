@@ -8,8 +8,8 @@ from typing import Any
 
 from test_pass_activity import run_pass
 
-from streamctl.activities.passes import CatalogWork
-from streamctl.workflows import messages as m
+from streamctl.activities.pass_activity import CatalogWork
+from streamctl.protocol import messages as m
 
 SCRIPT = """
 CREATE LOGICAL SOURCE orders(id UINT64 NOT NULL, amount INT64 NOT NULL, ts UINT64 NOT NULL);

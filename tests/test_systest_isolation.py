@@ -27,13 +27,14 @@ import pytest
 from rich.console import Console
 
 from streamctl import config
-from streamctl.client import systest, systest_cli
+from streamctl.cli.frontend import EXIT_USAGE
 from streamctl.client.client import CoordinatorClient
-from streamctl.client.frontend import EXIT_USAGE
-from streamctl.client.systest import Outcome, SystestRunner, find_files, select
-from streamctl.client.systest_cli import OtherStack, run_systest_command, stack_files
+from streamctl.protocol import messages as m
+from streamctl.systest import progress as systest_cli
+from streamctl.systest import runner as systest
+from streamctl.systest.progress import OtherStack, run_systest_command, stack_files
+from streamctl.systest.runner import Outcome, SystestRunner, find_files, select
 from streamctl.worker.supervisor import STACK_FILE, StackInfo
-from streamctl.workflows import messages as m
 
 SAME = """# name: iso/same.test
 CREATE LOGICAL SOURCE stream(id UINT64 NOT NULL, a UINT64 NOT NULL);

@@ -1,4 +1,4 @@
-"""A system-test file run's namespace (streamctl/client/systest_names.py), without a stack.
+"""A system-test file run's namespace (streamctl/systest/namespace.py), without a stack.
 
 * Its lexer is the planner's: the patterns it cuts statements with are the grammar's terminals.
 * Property: a run's statements parse to the statements the file wrote with only the names of
@@ -16,10 +16,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamctl.client import systest_names
-from streamctl.client.systest_names import SEPARATOR, Namespace, tokens
 from streamctl.planner import ast
 from streamctl.planner.parser import _lark_parser, parse_statements
+from streamctl.systest import namespace as systest_names
+from streamctl.systest.namespace import SEPARATOR, Namespace, tokens
 
 TAG = "20260"
 """Digits only, so that upper-casing unquoted names leaves it alone."""

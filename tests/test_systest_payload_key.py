@@ -30,9 +30,9 @@ from rich.console import Console
 from temporalio.api.common.v1 import Payload
 
 from streamctl import config
-from streamctl.client.systest_cli import run_systest_command
 from streamctl.secret_options import SECRET_WORDS
-from streamctl.worker.coordinator import ensure_coordinator
+from streamctl.systest.progress import run_systest_command
+from streamctl.worker.coordinator_worker import ensure_coordinator
 from streamctl.workflows.payload_crypto import SecretPayloadCodec
 from streamctl.workflows.payload_crypto import mentions_secret as carries_secret
 from streamctl.workflows.wire import ZlibCodec, connect

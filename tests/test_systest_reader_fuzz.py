@@ -25,10 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from streamctl.client.systest import SystestRunner, find_files, query_count, select
-from streamctl.client.systest_cli import run_systest_command
-from streamctl.client.systest_files import Query, Statement, read_systest
-from streamctl.worker.coordinator import ensure_coordinator
+from streamctl.systest.progress import run_systest_command
+from streamctl.systest.runner import SystestRunner, find_files, query_count, select
+from streamctl.systest.suite_files import Query, Statement, read_systest
+from streamctl.worker.coordinator_worker import ensure_coordinator
 from streamctl.workflows.wire import connect
 
 GOOD = """# name: good.test

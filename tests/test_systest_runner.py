@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from streamctl.client.systest import Outcome, Summary, in_testdata, with_option
-from streamctl.client.systest_files import read_systest
+from streamctl.systest.runner import Outcome, Summary, in_testdata, with_option
+from streamctl.systest.suite_files import read_systest
 from streamctl.worker.supervisor import read_stack
 from streamctl.worker.temporal_server import free_port
 
@@ -23,7 +23,7 @@ SUITE = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "nes-sy
 
 def streamctl(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "streamctl.client.cli", *args],
+        [sys.executable, "-m", "streamctl.cli", *args],
         cwd=tempfile.gettempdir(),
         capture_output=True,
         text=True,

@@ -37,7 +37,16 @@ from temporalio.worker import Worker
 
 from streamctl.bench.requests import is_local_pass
 from streamctl.client.client import CoordinatorClient
-from streamctl.worker.coordinator import ensure_coordinator
+from streamctl.protocol import messages as m
+from streamctl.protocol.agent_contract import (
+    AgentStatus,
+    QueryAssignment,
+    QueryReport,
+    StopAssignment,
+    agent_task_queue,
+)
+from streamctl.protocol.coordinator_config import CoordinatorConfig
+from streamctl.worker.coordinator_worker import ensure_coordinator
 from streamctl.worker.search_attributes import search_attributes_ready
 from streamctl.worker.temporal_server import (
     free_port,
@@ -45,15 +54,6 @@ from streamctl.worker.temporal_server import (
     start_dev_server,
     wait_for_server,
 )
-from streamctl.workflows import messages as m
-from streamctl.workflows.actions import (
-    AgentStatus,
-    QueryAssignment,
-    QueryReport,
-    StopAssignment,
-    agent_task_queue,
-)
-from streamctl.workflows.config import CoordinatorConfig
 from streamctl.workflows.web_ui import (
     ALIVE_AGENTS,
     FAILED_QUERIES,

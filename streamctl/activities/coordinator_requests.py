@@ -20,9 +20,9 @@ from temporalio.exceptions import ApplicationError
 
 from streamctl.compact_json import dumps_bytes
 from streamctl.error_codes import asks_again
-from streamctl.workflows import messages as m
-from streamctl.workflows.config import ReoptimizeTarget
-from streamctl.workflows.passes import json_payload
+from streamctl.protocol import messages as m
+from streamctl.protocol.coordinator_config import ReoptimizeTarget
+from streamctl.protocol.pass_io import json_payload
 
 
 async def _ask(workflow_id: str, request: m.Request, request_id: str) -> Any:

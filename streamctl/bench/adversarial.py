@@ -43,11 +43,11 @@ from temporalio.common import RawValue
 from streamctl.bench.adversarial_cases import AdversarialCase, generate_case
 from streamctl.bench.stack import bench_catalog, bench_stack
 from streamctl.client.client import CoordinatorClient
-from streamctl.client.gateway.app import GatewaySettings, create_app
-from streamctl.worker.coordinator import ensure_coordinator
-from streamctl.workflows import messages as m
-from streamctl.workflows.messages import Envelope
-from streamctl.workflows.passes import json_payload
+from streamctl.gateway.app import GatewaySettings, create_app
+from streamctl.protocol import messages as m
+from streamctl.protocol.messages import Envelope
+from streamctl.protocol.pass_io import json_payload
+from streamctl.worker.coordinator_worker import ensure_coordinator
 
 PATHS = ("client", "gateway", "update", "signal")
 CANARY_TIMEOUT = 10.0

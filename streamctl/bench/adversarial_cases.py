@@ -17,7 +17,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from streamctl.workflows import messages as m
+from streamctl.protocol import messages as m
 
 BIG_STRING_BYTES = 1024 * 1024
 

@@ -29,7 +29,7 @@ restarts a dead Temporal dev server, coordinator worker or agent. For ``seconds`
   PostgreSQL, 2 agents, 2 Spark JVMs (at least one of each). The supervisor restarts workers,
   agents and the dev server; the benchmark restarts PostgreSQL with ``pg_ctl`` after 2-6 s of
   downtime; the agent itself must notice its dead JVM and build a new one
-  (:mod:`streamctl.worker.spark_watchdog`).
+  (:mod:`streamctl.agent.spark_watchdog`).
 
 Then it stops sending and feeding, waits for the requests still under way (each ends by its
 deadline), waits (at most ``sink_timeout``) until every sink holds every id fed and every
@@ -112,12 +112,12 @@ from streamctl.bench.chaos_state import (
 )
 from streamctl.bench.private_postgres import PrivatePostgres
 from streamctl.client.client import CoordinatorClient
-from streamctl.client.errors import ClientError, OutboxFull, RequestTimeout
+from streamctl.client.coordinator_errors import ClientError, OutboxFull, RequestTimeout
 from streamctl.client.outbox import new_id
+from streamctl.protocol import messages as m
+from streamctl.protocol.coordinator_config import CoordinatorConfig
 from streamctl.worker.supervisor import Supervisor
 from streamctl.worker.temporal_server import free_port
-from streamctl.workflows import messages as m
-from streamctl.workflows.config import CoordinatorConfig
 
 KILLS_PER_5_MIN = {
     "coordinator_worker": 4,

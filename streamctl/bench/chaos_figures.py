@@ -22,7 +22,7 @@ KILLS_PER_5_MIN = {
 
 
 def sink_rows(data: Path, index: int) -> Counter[tuple[Any, ...]]:
-    from streamctl.spark.sinks import read_file_sink
+    from streamctl.spark.sink_writers import read_file_sink
     from streamctl.spark.specs import SinkSpec
 
     spec = SinkSpec(
@@ -159,7 +159,7 @@ def dead_figures(
 
 async def failed_workflow_tasks(run: ChaosRun) -> int | None:
     from streamctl.bench.adversarial import failed_workflow_tasks
-    from streamctl.workflows.config import COORDINATOR_WORKFLOW_ID
+    from streamctl.protocol.coordinator_config import COORDINATOR_WORKFLOW_ID
 
     client = run.supervisor.client
     if client is None:

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from streamctl.bench.private_postgres import PrivatePostgres
+from streamctl.protocol import messages as m
 from streamctl.worker.supervisor import Supervisor
-from streamctl.workflows import messages as m
 
 KILLS_PER_5_MIN = {
     "coordinator_worker": 4,

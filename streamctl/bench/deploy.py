@@ -31,7 +31,7 @@ from typing import Any
 from streamctl.bench.query_runs import wait_for_alive_agent
 from streamctl.bench.stack import bench_stack
 from streamctl.client.client import CoordinatorClient
-from streamctl.workflows import messages as m
+from streamctl.protocol import messages as m
 
 COLUMNS = (
     m.ColumnSpec("id", "UINT64", False),
@@ -61,11 +61,11 @@ class _RawSide:
     """``writeStream.start()`` of the same query on a SparkSession of this process."""
 
     def __init__(self, root: Path, source_dir: Path, master: str) -> None:
+        from streamctl.agent.process import agent_spark_session
         from streamctl.planner.binder import bind_query
         from streamctl.planner.catalog_lookup import MemoryCatalog, SinkInfo
         from streamctl.planner.parser import parse_query
         from streamctl.spark.specs import SinkSpec, SourceSpec
-        from streamctl.worker.agent import agent_spark_session
 
         self.root = root
         schema = [{"name": c.name, "type": c.type, "nullable": c.nullable} for c in COLUMNS]
@@ -80,8 +80,8 @@ class _RawSide:
 
     def start_and_stop(self) -> float:
         """Seconds from building the query to ``start()`` returning (then it is stopped)."""
-        from streamctl.spark.sinks import start_sink
-        from streamctl.spark.sources import source_relation
+        from streamctl.spark.sink_writers import start_sink
+        from streamctl.spark.source_readers import source_relation
         from streamctl.spark.translate import build
 
         self.starts += 1

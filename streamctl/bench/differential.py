@@ -62,9 +62,9 @@ from streamctl.bench.query_runs import (
 from streamctl.bench.stack import bench_supervisor
 from streamctl.client.client import CoordinatorClient
 from streamctl.error_codes import NOT_SUPPORTED
-from streamctl.planner.errors import PlannerError
+from streamctl.planner.planning_errors import PlannerError
+from streamctl.protocol import messages as m
 from streamctl.reference import NesQueryFailure, ReferenceUnsupported, run_reference
-from streamctl.workflows import messages as m
 
 __all__ = [
     "Outcome",

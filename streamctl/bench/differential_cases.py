@@ -37,9 +37,9 @@ from streamctl.nes_types import integer_range
 from streamctl.planner import plan
 from streamctl.planner.binder import bind_query
 from streamctl.planner.catalog_lookup import MemoryCatalog
-from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
-from streamctl.workflows.messages import ColumnSpec
+from streamctl.planner.planning_errors import PlannerError
+from streamctl.protocol.messages import ColumnSpec
 
 __all__ = [
     "BASE_SHAPES",

@@ -21,10 +21,10 @@ from typing import Any
 
 from streamctl.bench.stack import bench_catalog, bench_stack
 from streamctl.client.client import CoordinatorClient
-from streamctl.client.errors import OutboxFull
-from streamctl.worker.coordinator import ensure_coordinator
-from streamctl.workflows import messages as m
-from streamctl.workflows.config import CoordinatorConfig
+from streamctl.client.coordinator_errors import OutboxFull
+from streamctl.protocol import messages as m
+from streamctl.protocol.coordinator_config import CoordinatorConfig
+from streamctl.worker.coordinator_worker import ensure_coordinator
 
 
 async def _run(workers: int, seconds: float, catalog_url: str) -> dict[str, Any]:

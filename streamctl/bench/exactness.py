@@ -70,9 +70,9 @@ from streamctl.planner import plan
 from streamctl.planner.binder import bind_query
 from streamctl.planner.catalog_lookup import MemoryCatalog
 from streamctl.planner.parser import parse_query
+from streamctl.protocol import messages as m
 from streamctl.reference import run_reference
 from streamctl.worker.supervisor import Supervisor
-from streamctl.workflows import messages as m
 
 SOURCE: Final = "big"
 COLUMNS: Final = (

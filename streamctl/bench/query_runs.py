@@ -18,9 +18,9 @@ from typing import Any, Final
 
 from streamctl.client.client import CoordinatorClient
 from streamctl.client.query_wait import TERMINAL_STATES, QueryWaitTimeout, wait_for_state
+from streamctl.protocol import messages as m
+from streamctl.protocol.agent_contract import query_name
 from streamctl.sink_files import AnsweredSink, read_file_sink_rows
-from streamctl.workflows import messages as m
-from streamctl.workflows.actions import query_name
 
 __all__ = [
     "TERMINAL_STATES",

@@ -50,9 +50,9 @@ from streamctl.bench.stack import bench_supervisor
 from streamctl.catalog.scratch import scratch_database
 from streamctl.catalog.urls import libpq_url, normalize_url
 from streamctl.client.client import CoordinatorClient
-from streamctl.worker.coordinator import ensure_coordinator
-from streamctl.workflows import messages as m
-from streamctl.workflows.config import CoordinatorConfig
+from streamctl.protocol import messages as m
+from streamctl.protocol.coordinator_config import CoordinatorConfig
+from streamctl.worker.coordinator_worker import ensure_coordinator
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("value", "FLOAT64"))
 CYCLE = 5

@@ -50,8 +50,8 @@ from streamctl.bench.stack import bench_supervisor
 from streamctl.catalog.models import Base, ChangelogEntry, Query, SnapshotVersion, Worker
 from streamctl.catalog.scratch import scratch_database
 from streamctl.client.client import CoordinatorClient
-from streamctl.workflows import messages as m
-from streamctl.workflows.config import COORDINATOR_WORKFLOW_ID
+from streamctl.protocol import messages as m
+from streamctl.protocol.coordinator_config import COORDINATOR_WORKFLOW_ID
 
 CREATE_CHUNK = 1000
 SOURCE = (
@@ -460,7 +460,7 @@ def _failover_breakdown(
 def _show_queries_rows(address: str) -> int:
     shown = subprocess.run(
         [
-            *(sys.executable, "-m", "streamctl.client.cli"),
+            *(sys.executable, "-m", "streamctl.cli"),
             *("sql", "SHOW QUERIES", "--json", "--address", address),
         ],
         capture_output=True,

@@ -2,7 +2,7 @@
 
 A :class:`SimulatedAgent` is a real Temporal worker on the agent's own task queue
 (``agent.<name>``) that answers the coordinator's agent activities as ``streamctl agent`` does
-(:mod:`streamctl.activities.agent`): ``start_query`` reports the query RUNNING, ``stop_query``
+(:mod:`streamctl.agent.activities`): ``start_query`` reports the query RUNNING, ``stop_query``
 reports it STOPPED (also for a query it does not run), ``list_queries`` reports what it runs,
 ``validate_plan`` accepts and ``explain_query`` answers a fixed plan. Through a shared
 :class:`~streamctl.client.client.CoordinatorClient` it registers, heartbeats every
@@ -26,9 +26,9 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from streamctl.client.client import CoordinatorClient
-from streamctl.client.errors import OutboxFull
-from streamctl.workflows import messages as m
-from streamctl.workflows.actions import (
+from streamctl.client.coordinator_errors import OutboxFull
+from streamctl.protocol import messages as m
+from streamctl.protocol.agent_contract import (
     EXPLAIN_QUERY,
     LIST_QUERIES,
     START_QUERY,

@@ -28,7 +28,7 @@ from typing import Any
 from streamctl.bench.process_cpu import tree_rss_bytes
 from streamctl.bench.stack import bench_supervisor
 from streamctl.client.client import CoordinatorClient
-from streamctl.workflows import messages as m
+from streamctl.protocol import messages as m
 
 COLUMNS = (m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("v", "UINT64", False))
 

@@ -7,7 +7,7 @@ What a run does
    ``v`` a float in ``[0, 1)``, ``ts`` milliseconds ascending, ten rows a millisecond) in each
    input format a query reads: CSV, JSON lines and Parquet (``id``/``ts`` as Parquet's
    unsigned 64-bit integers, as a NebulaStream ``UINT64`` is written).
-2. Starts one SparkSession as an agent does (:func:`~streamctl.worker.agent.agent_spark_session`,
+2. Starts one SparkSession as an agent does (:func:`~streamctl.agent.process.agent_spark_session`,
    the agent's settings, ``master``, a heap of ``driver_memory``: :data:`DRIVER_MEMORY`).
 3. For each query of :data:`QUERIES` (filter/project, tumbling window with GROUP BY, sliding
    window, windowed join; CSV, JSON and Parquet in and out), runs both sides over the whole
@@ -15,8 +15,8 @@ What a run does
    query's output format, one after the other:
 
    * ``planned``: the NebulaStream statement bound by the product's planner and run by the
-     agent's code path (:func:`~streamctl.spark.sources.source_relation`,
-     :func:`~streamctl.spark.translate.build`, :func:`~streamctl.spark.sinks.start_sink`
+     agent's code path (:func:`~streamctl.spark.source_readers.source_relation`,
+     :func:`~streamctl.spark.translate.build`, :func:`~streamctl.spark.sink_writers.start_sink`
      into a File sink with NES's formatting);
    * ``hand``: the same query as a PySpark user writes it (Spark's readers and writers of the
      format, ``withWatermark`` and ``window`` for the windows, a window-equality stream-stream
@@ -238,12 +238,12 @@ def _planned(session: SparkSession, query: ThroughputQuery, inputs: Path, work: 
     from streamctl.planner.catalog_lookup import MemoryCatalog, SinkInfo
     from streamctl.planner.options import normalize_sink_options, normalize_source_options
     from streamctl.planner.parser import parse_query
+    from streamctl.protocol import messages as m
     from streamctl.sink_files import committed_files, read_file_sink_lines
-    from streamctl.spark.sinks import start_sink
-    from streamctl.spark.sources import source_relation
+    from streamctl.spark.sink_writers import start_sink
+    from streamctl.spark.source_readers import source_relation
     from streamctl.spark.specs import SinkSpec, SourceSpec
     from streamctl.spark.translate import build
-    from streamctl.workflows import messages as m
 
     source_columns = [m.ColumnSpec(name, type_, False) for name, type_ in COLUMNS]
     sink_columns = [m.ColumnSpec(name, type_, False) for name, type_ in query.output]
@@ -397,7 +397,7 @@ def run_throughput_bench(
     measure_s: float = MEASURE_S,
 ) -> dict[str, Any]:
     """The figures of :data:`QUERIES` (those named in ``only``, when given)."""
-    from streamctl.worker.agent import agent_spark_session
+    from streamctl.agent.process import agent_spark_session
 
     unknown = set(only) - {query.name for query in QUERIES}
     if unknown:

@@ -61,7 +61,7 @@ class Versioned:
 
 
 class Worker(Versioned, Base):
-    """A Spark agent. ``state`` follows :mod:`streamctl.lifecycle.agents`."""
+    """A Spark agent. ``state`` follows :mod:`streamctl.lifecycle.worker_states`."""
 
     __tablename__ = "workers"
 
@@ -170,7 +170,7 @@ class SnapshotVersion(Base):
     requests: Mapped[int] = mapped_column(Integer)
     events: Mapped[int] = mapped_column(Integer)
     changes: Mapped[int] = mapped_column(Integer)
-    # What the pass asked agents to do (streamctl.workflows.actions.AgentAction), for replays.
+    # What the pass asked agents to do (streamctl.protocol.agent_contract.AgentAction), for replays.
     actions: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
 
 

@@ -43,7 +43,7 @@ from streamctl.catalog.rows import (
     WorkerRow,
 )
 from streamctl.catalog.store import bulk_insert, key_chunks, one_of
-from streamctl.lifecycle.agents import AgentState
+from streamctl.lifecycle.worker_states import AgentState
 
 K = TypeVar("K", bound=Hashable)
 R = TypeVar("R", bound=EntityRow)

@@ -12,7 +12,7 @@ client, numbered by ``seq``).
 Guarantees
 ----------
 * Every request id gets exactly one response, or a client-side error
-  (:class:`~streamctl.client.errors.ClientError`). Retries reuse the request ids, so the
+  (:class:`~streamctl.client.coordinator_errors.ClientError`). Retries reuse the request ids, so the
   coordinator never applies a request twice: ``Busy``/``ContinuingAsNew`` rejections,
   RESOURCE_EXHAUSTED, FAILED_PRECONDITION, UNAVAILABLE and update timeouts are retried with
   backoff. A request answered ``UNAVAILABLE ... ask again`` (its pass could not answer it
@@ -22,14 +22,17 @@ Guarantees
 * Every ``ask`` returns by its deadline: ``request_timeout`` after the call (or the call's own
   shorter ``timeout``), waiting for room in the outbox included. The caller itself watches its
   deadline, so a coordinator that never answers (no worker polling, a wedged workflow) or a
-  failure inside the client still ends in :class:`~streamctl.client.errors.RequestTimeout` on
+  failure inside the client still ends in
+  :class:`~streamctl.client.coordinator_errors.RequestTimeout` on
   time. An expired request still in the outbox is never sent.
 * An answer this client cannot read fails its requests at once, never by timeout:
-  :class:`~streamctl.client.errors.MissingPayloadKey` names the payload key it is encrypted
-  with, :class:`~streamctl.client.errors.UndecodableAnswer` any other cause (another payload
+  :class:`~streamctl.client.coordinator_errors.MissingPayloadKey` names the payload key it is
+  encrypted
+  with, :class:`~streamctl.client.coordinator_errors.UndecodableAnswer` any other cause (another
+  payload
   codec, a malformed answer).
 * No failure is lost in a background task: every task of the client settles the messages it
-  carries with a typed error, whatever goes wrong (:class:`~streamctl.client.errors.
+  carries with a typed error, whatever goes wrong (:class:`~streamctl.client.coordinator_errors.
   ClientFailure` for the client's own bugs), and a pump that died fails what is queued and
   refuses new messages with its cause.
 * An event batch is retried with its sequence number until the signal is accepted; the
@@ -59,7 +62,7 @@ from typing import Any, TypeVar
 from temporalio.client import WorkflowHandle
 
 from streamctl import config
-from streamctl.client.errors import (
+from streamctl.client.coordinator_errors import (
     ClientClosed,
     ClientFailure,
     OutboxFull,
@@ -78,8 +81,8 @@ from streamctl.limits import (
     MAX_REQUEST_BYTES,
     MAX_REQUESTS_PER_UPDATE,
 )
-from streamctl.workflows.config import COORDINATOR_WORKFLOW_ID
-from streamctl.workflows.messages import (
+from streamctl.protocol.coordinator_config import COORDINATOR_WORKFLOW_ID
+from streamctl.protocol.messages import (
     Envelope,
     Event,
     Request,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamctl.workflows.messages import Envelope, Response
+from streamctl.protocol.messages import Envelope, Response
 
 _ID_PREFIX = uuid.uuid4().hex[:16]
 _id_counter = itertools.count(1)

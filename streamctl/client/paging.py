@@ -1,6 +1,6 @@
 """Walking a paged listing from the first page to the last, for every frontend.
 
-Protocol (:mod:`streamctl.workflows.messages`, "Listings are paged on request"): a frontend
+Protocol (:mod:`streamctl.protocol.messages`, "Listings are paged on request"): a frontend
 asks a ``List*`` request with ``limit`` and gets ``{"items", "next"}``; while ``next`` is not
 None it asks the same request with ``after=next``
 (:meth:`~streamctl.client.client.CoordinatorClient.list_all` does). An ``ExecuteStatement``
@@ -24,8 +24,8 @@ from dataclasses import replace
 from typing import Any, Final, TypeVar
 
 from streamctl.limits import MAX_PAGE_ROWS
-from streamctl.workflows import answers
-from streamctl.workflows import messages as m
+from streamctl.protocol import answers
+from streamctl.protocol import messages as m
 
 __all__ = ["PAGE_ROWS", "complete_show_pages", "first_page", "next_page"]
 

@@ -28,7 +28,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError, TemporalError
 from temporalio.service import RPCError, RPCStatusCode
 
-from streamctl.client.errors import (
+from streamctl.client.coordinator_errors import (
     ClientClosed,
     ClientFailure,
     CoordinatorUnavailable,
@@ -39,8 +39,8 @@ from streamctl.client.errors import (
 from streamctl.client.outbox import Outgoing, new_id, settle
 from streamctl.error_codes import asks_again
 from streamctl.limits import MAX_EVENT_BATCH_BYTES
-from streamctl.workflows.messages import EventBatch, Response, compaction_key
-from streamctl.workflows.passes import JSON_ENCODING, json_payload
+from streamctl.protocol.messages import EventBatch, Response, compaction_key
+from streamctl.protocol.pass_io import JSON_ENCODING, json_payload
 from streamctl.workflows.payload_crypto import PayloadKeyError, encrypted_with
 
 log = logging.getLogger(__name__)

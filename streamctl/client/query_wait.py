@@ -33,13 +33,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from streamctl.client.errors import NotFound, RequestTimeout
+from streamctl.client.coordinator_errors import NotFound, RequestTimeout
 from streamctl.limits import MAX_QUERY_WAIT_SECONDS
-from streamctl.workflows import messages as m
+from streamctl.protocol import messages as m
 
 if TYPE_CHECKING:
     from streamctl.client.client import CoordinatorClient
-
 TERMINAL_STATES: Final = frozenset({"FINISHED", "FAILED", "STOPPED"})
 SETTLED_STATES: Final = TERMINAL_STATES | {"RUNNING"}
 """What ``--wait-running`` waits for: running, or ended (failed, stopped or finished: a bounded

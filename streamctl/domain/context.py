@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from streamctl.catalog.rows import EntityRow, QueryRow
 from streamctl.catalog.view import CatalogView
 from streamctl.compact_json import dumps_bytes
-from streamctl.lifecycle.agents import LivenessPolicy
-from streamctl.lifecycle.queries import ACTIVE_STATES, RestartPolicy
+from streamctl.lifecycle.query_states import ACTIVE_STATES, RestartPolicy
+from streamctl.lifecycle.worker_states import LivenessPolicy
 from streamctl.limits import MAX_PASS_ACTION_BYTES, MAX_STARTS_PER_PASS
-from streamctl.workflows.actions import AgentAction
+from streamctl.protocol.agent_contract import AgentAction
 
 
 class RequestFailed(Exception):

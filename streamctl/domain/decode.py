@@ -22,7 +22,7 @@ from streamctl.limits import (
     MAX_NESTING_DEPTH,
     MAX_REQUEST_BYTES,
 )
-from streamctl.workflows import messages as m
+from streamctl.protocol import messages as m
 
 __all__ = ["DecodeError", "body_size", "decode", "prepare"]
 
@@ -124,7 +124,7 @@ def _out_of_bounds(value: Any, where: str, depth: int) -> str | None:
 
     ``value`` is the typed message, or anything in it: its fields and a nested dataclass's
     (a schema's ``ColumnSpec``) are read as the members of an object, so the body is judged as
-    :meth:`~streamctl.workflows.messages.Message.body` writes it, without writing it.
+    :meth:`~streamctl.protocol.messages.Message.body` writes it, without writing it.
     ``where`` names the field in the message (``RegisterWorker.capacity``). A member's name is
     built only for a member that is refused: a pass decodes thousands of bodies, nearly all of
     them fine."""

@@ -7,7 +7,7 @@ Protocol
    sources and sink, and ``placement`` (the agent the query would start on now, or ``None``).
    When an agent is alive, the pass also records an explanation (``explanation``: its id) and
    asks that agent (the placement, else any alive agent) to build the query without starting
-   it (``explain`` :class:`~streamctl.workflows.actions.AgentAction`).
+   it (``explain`` :class:`~streamctl.protocol.agent_contract.AgentAction`).
 2. The agent answers Spark's plan for the DataFrame it built (``explain_query``), or the error
    that kept it from building one; the workflow feeds the answer back as a
    ``SparkPlanExplained`` event, and a later pass stores it with the explanation.
@@ -28,12 +28,12 @@ from streamctl.domain import inline
 from streamctl.domain import queries as queries_stage
 from streamctl.domain.context import PassContext
 from streamctl.domain.validate import not_found
-from streamctl.lifecycle.agents import AgentState
+from streamctl.lifecycle.worker_states import AgentState
 from streamctl.planner import ast
 from streamctl.planner.placement import place
-from streamctl.workflows import answers
-from streamctl.workflows import messages as m
-from streamctl.workflows.actions import AgentAction, ExplainAssignment, SourceAssignment
+from streamctl.protocol import answers
+from streamctl.protocol import messages as m
+from streamctl.protocol.agent_contract import AgentAction, ExplainAssignment, SourceAssignment
 
 EXPLAINED_QUERY_ID = 0
 """The query id an explained (never started) query is built under."""

@@ -1,7 +1,7 @@
 """``ListChanges`` in a pass: the changelog, read back for people (``streamctl history``).
 
 Every pass writes one changelog entry per change it applied, with the message that caused it
-and the reason (:mod:`streamctl.activities.passes`). This handler reads the entries committed
+and the reason (:mod:`streamctl.activities.pass_activity`). This handler reads the entries committed
 by earlier passes, newest ``limit`` of them, answered oldest first so they read as a story.
 """
 
@@ -12,8 +12,8 @@ from sqlalchemy import select
 from streamctl.catalog.models import ChangelogEntry
 from streamctl.domain.context import PassContext, RequestFailed
 from streamctl.error_codes import ErrorCode
-from streamctl.workflows import answers
-from streamctl.workflows import messages as m
+from streamctl.protocol import answers
+from streamctl.protocol import messages as m
 
 MAX_LIMIT = 10_000
 

@@ -46,7 +46,7 @@ from streamctl.planner import plan as ir
 from streamctl.planner.binder import BoundQuery
 from streamctl.planner.options import normalize_sink_options, normalize_source_options
 from streamctl.planner.placement import pop_pinned_worker
-from streamctl.workflows import messages as m
+from streamctl.protocol import messages as m
 
 _OWNED = re.compile(r"^query(\d+)\.(?:source\d+|sink)$")
 PATH_OPTION = "file_path"

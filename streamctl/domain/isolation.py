@@ -30,8 +30,8 @@ from streamctl.domain.pass_requests import (
 )
 from streamctl.domain.quarantine import quarantine_row
 from streamctl.error_codes import ErrorCode
-from streamctl.workflows import messages as m
-from streamctl.workflows.messages import Response
+from streamctl.protocol import messages as m
+from streamctl.protocol.messages import Response
 
 ApplyMessage = Callable[[PassContext, PassOutput, m.Message, str, float], Response | None]
 """How the pass applies one decoded message (:func:`streamctl.domain.passes.apply_message`)."""

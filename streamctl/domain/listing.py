@@ -1,8 +1,8 @@
 """Listings, whole or one page at a time (the ``List*`` requests and ``SHOW``).
 
-Protocol (:mod:`streamctl.workflows.messages`, "Listings are paged on request"): a listing
+Protocol (:mod:`streamctl.protocol.messages`, "Listings are paged on request"): a listing
 without ``limit`` answers every item in key order. With ``limit`` it answers a
-:class:`~streamctl.workflows.answers.Page`: the first items with a key above ``after`` (all
+:class:`~streamctl.protocol.answers.Page`: the first items with a key above ``after`` (all
 keys when it is absent), at most ``limit`` of them and fewer once their size reaches
 ``MAX_PAGE_BYTES`` (one at least), and ``next``, the last item's key, when more may follow.
 
@@ -23,7 +23,7 @@ from streamctl.domain.context import RequestFailed
 from streamctl.domain.decode import body_size
 from streamctl.error_codes import ErrorCode
 from streamctl.limits import MAX_PAGE_BYTES, MAX_PAGE_ROWS
-from streamctl.workflows import answers
+from streamctl.protocol import answers
 
 __all__ = ["check_page", "listing", "page_of"]
 

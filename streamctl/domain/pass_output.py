@@ -29,9 +29,9 @@ from streamctl.limits import (
     MAX_PASS_WORK_SECONDS,
     MAX_RESPONSE_BYTES,
 )
-from streamctl.workflows import answers
-from streamctl.workflows import messages as m
-from streamctl.workflows.messages import Response
+from streamctl.protocol import answers
+from streamctl.protocol import messages as m
+from streamctl.protocol.messages import Response
 
 log = logging.getLogger(__name__)
 

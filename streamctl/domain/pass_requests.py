@@ -17,9 +17,9 @@ from streamctl.limits import (
     MAX_ID_LENGTH,
     MAX_REQUEST_BYTES,
 )
-from streamctl.workflows import messages as m
-from streamctl.workflows.messages import Envelope, Response
-from streamctl.workflows.passes import (
+from streamctl.protocol import messages as m
+from streamctl.protocol.messages import Envelope, Response
+from streamctl.protocol.pass_io import (
     PassTally,
 )
 

@@ -1,7 +1,7 @@
 """The pass activity: one batch of messages, one catalog transaction, one snapshot version.
 
 Order of work inside :func:`apply_pass` (the ``apply_pass`` activity of
-:mod:`streamctl.activities.passes` calls it):
+:mod:`streamctl.activities.pass_activity` calls it):
 
 1. Claim the pass: insert its ``snapshot_versions`` row first. A second attempt of the same
    pass (a retry racing an abandoned attempt) blocks on that row and then fails on its unique
@@ -26,7 +26,7 @@ Order of work inside :func:`apply_pass` (the ``apply_pass`` activity of
 5. Write the changelog, the responses (with their apply order) and the entity changes, and
    compute when the next agent's heartbeat age crosses a liveness threshold.
 
-The answers go back as one JSON array per request batch (see :mod:`streamctl.workflows.passes`).
+The answers go back as one JSON array per request batch (see :mod:`streamctl.protocol.pass_io`).
 """
 
 from __future__ import annotations
@@ -64,16 +64,16 @@ from streamctl.domain.isolation import Isolate, apply_one_by_one, is_transient
 from streamctl.domain.pass_output import PassOutput, ask_again
 from streamctl.domain.pass_requests import Request, batch_answers, error_response, tally
 from streamctl.domain.request_ids import load_stored_requests, reused_id_refusals
-from streamctl.lifecycle.agents import LivenessPolicy
-from streamctl.lifecycle.queries import RestartPolicy
+from streamctl.lifecycle.query_states import RestartPolicy
+from streamctl.lifecycle.worker_states import LivenessPolicy
 from streamctl.limits import (
     MAX_PASS_WORK_SECONDS,
     MORE_TO_START_DELAY,
 )
-from streamctl.workflows import messages as m
-from streamctl.workflows.actions import action_from_json
-from streamctl.workflows.messages import Response
-from streamctl.workflows.passes import (
+from streamctl.protocol import messages as m
+from streamctl.protocol.agent_contract import action_from_json
+from streamctl.protocol.messages import Response
+from streamctl.protocol.pass_io import (
     CatalogPosition,
     PassInput,
     PassResult,

@@ -2,7 +2,7 @@
 quarantine``).
 
 A message is set aside when applying it failed for a reason its checks did not foresee: inside
-a pass, in its own savepoint (:mod:`streamctl.activities.passes`), or by failing whole passes
+a pass, in its own savepoint (:mod:`streamctl.activities.pass_activity`), or by failing whole passes
 even alone (the workflow splits such a pass until the message is found). Its request, if it was
 one, was answered with an error carrying the same ``reference``, which the coordinator's log
 also names. This handler reads the newest ``limit`` of them, answered oldest first.
@@ -23,9 +23,9 @@ from streamctl.domain.context import PassContext, RequestFailed
 from streamctl.domain.pass_requests import id_problem
 from streamctl.error_codes import ErrorCode
 from streamctl.limits import MAX_ID_LENGTH
-from streamctl.workflows import answers
-from streamctl.workflows import messages as m
-from streamctl.workflows.passes import QuarantineInput
+from streamctl.protocol import answers
+from streamctl.protocol import messages as m
+from streamctl.protocol.pass_io import QuarantineInput
 
 MAX_LIMIT = 1000
 BODY_SHOWN = 2000

@@ -7,11 +7,11 @@ Protocol within a pass
   (:mod:`streamctl.domain.inline`), so the stored plan reads catalog sources into a
   catalog sink only, and tries to place and start the query at once.
 * Every change of a query's current state, with the fields that go with its new state, is one
-  transition function of :mod:`streamctl.lifecycle.queries` (``lifecycle``); a report that
+  transition function of :mod:`streamctl.lifecycle.query_states` (``lifecycle``); a report that
   does not fit the state (a duplicate, a late one) changes nothing. This module keeps the
   pass's side: placement, agent actions, changelog records, stamping the row.
 * Starting a query means: pick an agent (:func:`streamctl.planner.placement.place`), move the
-  query to ``STARTING`` (:func:`streamctl.lifecycle.queries.start`: ``run + 1``), and add a
+  query to ``STARTING`` (:func:`streamctl.lifecycle.query_states.start`: ``run + 1``), and add a
   ``start`` :class:`AgentAction`. Stopping adds a ``stop`` action. The workflow runs the
   actions as activities on the agents' task queues and feeds their outcomes back as
   ``QueryStatusChanged`` events, like the agents' own reports.
@@ -37,8 +37,8 @@ from streamctl.domain import inline
 from streamctl.domain.context import PassContext, RequestFailed
 from streamctl.domain.listing import listing
 from streamctl.error_codes import INVALID_STATEMENT, ErrorCode
-from streamctl.lifecycle import queries as lifecycle
-from streamctl.lifecycle.queries import (
+from streamctl.lifecycle import query_states as lifecycle
+from streamctl.lifecycle.query_states import (
     QueryState,
     QueryTrigger,
     can_transition,
@@ -47,14 +47,13 @@ from streamctl.limits import INT64_MAX, INT64_MIN
 from streamctl.planner import ast
 from streamctl.planner.binder import BoundQuery, bind_query
 from streamctl.planner.catalog_lookup import LogicalSourceInfo, SinkInfo
-from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
 from streamctl.planner.placement import AgentSlots, Placement, place
+from streamctl.planner.planning_errors import PlannerError
 from streamctl.planner.reoptimization import track_lag
-from streamctl.secret_options import redact_statement
-from streamctl.workflows import answers
-from streamctl.workflows import messages as m
-from streamctl.workflows.actions import (
+from streamctl.protocol import answers
+from streamctl.protocol import messages as m
+from streamctl.protocol.agent_contract import (
     AgentAction,
     AgentStatus,
     QueryAssignment,
@@ -62,6 +61,7 @@ from streamctl.workflows.actions import (
     SourceAssignment,
     StopAssignment,
 )
+from streamctl.secret_options import redact_statement
 
 S = QueryState
 T = QueryTrigger

@@ -3,7 +3,7 @@
 * A restart starts a retryable ``FAILED`` query on the agent the decision picked, with a fresh
   restart budget.
 * A move takes a ``RUNNING`` query through ``MOVE`` to ``STOPPING`` on its agent
-  (:func:`streamctl.lifecycle.queries.move`) with a stop action; its desired state stays
+  (:func:`streamctl.lifecycle.query_states.move`) with a stop action; its desired state stays
   ``RUNNING``. When the agent reports it stopped,
   :func:`streamctl.domain.queries.query_status_changed` starts it on another agent from its
   checkpoint (placement again, without the agent it left), so two agents never run it at once.
@@ -19,12 +19,12 @@ from typing import Any
 from streamctl.catalog.rows import QueryRow
 from streamctl.domain import queries as queries_stage
 from streamctl.domain.context import PassContext
-from streamctl.lifecycle import queries as lifecycle
-from streamctl.lifecycle.queries import QueryState, fails_on_its_input
+from streamctl.lifecycle import query_states as lifecycle
+from streamctl.lifecycle.query_states import QueryState, fails_on_its_input
 from streamctl.planner.placement import Placement
 from streamctl.planner.reoptimization import Move, QueryFacts, Restart, decide, lag_of
-from streamctl.workflows import messages as m
-from streamctl.workflows.actions import AgentAction, StopAssignment
+from streamctl.protocol import messages as m
+from streamctl.protocol.agent_contract import AgentAction, StopAssignment
 
 S = QueryState
 

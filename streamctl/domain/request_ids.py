@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 from streamctl.catalog.models import StoredResponse
 from streamctl.catalog.store import key_chunks, one_of
 from streamctl.error_codes import ErrorCode
-from streamctl.workflows.messages import Envelope, Response
+from streamctl.protocol.messages import Envelope, Response
 
 
 class IdentifiedRequest(Protocol):

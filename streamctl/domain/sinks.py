@@ -25,8 +25,8 @@ from streamctl.planner.options import (
     normalize_sink_options,
     redact,
 )
-from streamctl.workflows import answers
-from streamctl.workflows import messages as m
+from streamctl.protocol import answers
+from streamctl.protocol import messages as m
 
 
 def sink_json(row: SinkRow) -> answers.Sink:

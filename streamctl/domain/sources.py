@@ -28,8 +28,8 @@ from streamctl.planner.options import (
     normalize_source_options,
     redact,
 )
-from streamctl.workflows import answers
-from streamctl.workflows import messages as m
+from streamctl.protocol import answers
+from streamctl.protocol import messages as m
 
 
 def logical_source_json(row: LogicalSourceRow) -> answers.LogicalSource:

@@ -45,10 +45,10 @@ from streamctl.domain.listing import check_page
 from streamctl.error_codes import INVALID_STATEMENT, ErrorCode
 from streamctl.limits import INT32_MAX, INT64_MAX, INT64_MIN
 from streamctl.planner import ast
-from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_statements, statement_kind
 from streamctl.planner.placement import pop_pinned_worker
-from streamctl.workflows import messages as m
+from streamctl.planner.planning_errors import PlannerError
+from streamctl.protocol import messages as m
 
 SHOW_LISTINGS: dict[str, m.Request] = {
     "QUERIES": m.ListQueries(),

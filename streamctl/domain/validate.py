@@ -18,7 +18,7 @@ from streamctl.nes_types import (
     normalize_schema,
 )
 from streamctl.planner.options import ConnectorOptionError
-from streamctl.workflows import messages as m
+from streamctl.protocol import messages as m
 
 
 def checked_name(value: str, what: str) -> str:

@@ -1,6 +1,6 @@
 """Workers (stage 1): agents registering, heartbeating and leaving, liveness, and declared
 workers (``CREATE WORKER``), each change through the agent state machine
-(:mod:`streamctl.lifecycle.agents`)."""
+(:mod:`streamctl.lifecycle.worker_states`)."""
 
 from __future__ import annotations
 
@@ -15,15 +15,15 @@ from streamctl.domain.listing import listing
 from streamctl.domain.validate import checked_name as _name
 from streamctl.domain.validate import not_found as _not_found
 from streamctl.error_codes import ErrorCode
-from streamctl.lifecycle.agents import (
+from streamctl.lifecycle.worker_states import (
     AgentState,
     AgentTrigger,
     can_transition,
     transition,
 )
-from streamctl.workflows import answers
-from streamctl.workflows import messages as m
-from streamctl.workflows.actions import AgentAction
+from streamctl.protocol import answers
+from streamctl.protocol import messages as m
+from streamctl.protocol.agent_contract import AgentAction
 
 
 def worker_json(row: WorkerRow) -> answers.Worker:

@@ -5,7 +5,7 @@
 
 Guarantees:
 
-* raises nothing but :class:`~streamctl.planner.errors.PlannerError`; errors carry the line
+* raises nothing but :class:`~streamctl.planner.planning_errors.PlannerError`; errors carry the line
   and column of the offending text and name what is wrong (``unknown column 'SPEEED' in
   source 'S'; columns are speed, altitude``);
 * a query reads only catalog logical sources and NebulaStream inline sources (``FROM
@@ -92,9 +92,9 @@ from streamctl.nes_types import INTEGER_TYPES, canonical_type
 from streamctl.planner import ast, sink_checks, stacking
 from streamctl.planner import plan as ir
 from streamctl.planner.catalog_lookup import CatalogLookup
-from streamctl.planner.errors import PlannerError, _error
 from streamctl.planner.expressions import _AGGREGATES, _aggregate_calls, _ExpressionBinder
 from streamctl.planner.folding import _cast
+from streamctl.planner.planning_errors import PlannerError, _error
 from streamctl.planner.scopes import (
     _Bound,
     _Column,

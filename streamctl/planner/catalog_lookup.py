@@ -17,7 +17,7 @@ __all__ = ["CatalogColumn", "CatalogLookup", "LogicalSourceInfo", "MemoryCatalog
 
 
 class CatalogColumn(Protocol):
-    """A catalog column (e.g. ``streamctl.workflows.messages.ColumnSpec``)."""
+    """A catalog column (e.g. ``streamctl.protocol.messages.ColumnSpec``)."""
 
     @property
     def name(self) -> str: ...

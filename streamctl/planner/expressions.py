@@ -22,8 +22,8 @@ from streamctl.error_codes import (
 from streamctl.nes_types import INTEGER_TYPES, NES_TYPE_NAMES, STRING_TYPES, TYPE_NAME_ALIASES
 from streamctl.planner import ast
 from streamctl.planner import plan as ir
-from streamctl.planner.errors import _error
 from streamctl.planner.folding import _bare_literal, _cast, _typed_literal
+from streamctl.planner.planning_errors import _error
 from streamctl.planner.scopes import _Column, _column_expr, _matches, _Scope
 from streamctl.planner.types import (
     _NUMERIC_TYPES,

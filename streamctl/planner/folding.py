@@ -15,7 +15,7 @@ from streamctl.error_codes import TYPE_MISMATCH
 from streamctl.nes_types import FLOAT_TYPES, INTEGER_TYPES, STRING_TYPES, integer_range
 from streamctl.planner import ast
 from streamctl.planner import plan as ir
-from streamctl.planner.errors import _error
+from streamctl.planner.planning_errors import _error
 from streamctl.planner.types import _NUMERIC_TYPES
 
 

@@ -3,7 +3,8 @@
 Guarantees:
 
 * :func:`parse_statements` and :func:`parse_query` return frozen AST nodes or raise
-  :class:`~streamctl.planner.errors.PlannerError` -- never a lark exception, ``RecursionError``
+  :class:`~streamctl.planner.planning_errors.PlannerError` -- never a lark exception,
+  ``RecursionError``
   or anything else, whatever the input;
 * parsing is LALR(1) (linear in the input) on input of at most :data:`MAX_STATEMENT_CHARS`
   characters, and syntax nested deeper than :data:`MAX_NESTING` levels is refused before any
@@ -30,7 +31,7 @@ from streamctl.error_codes import INVALID_STATEMENT, NOT_SUPPORTED, SYNTAX_ERROR
 from streamctl.limits import MAX_IN_LIST_VALUES
 from streamctl.nes_types import NES_TYPE_NAMES, TYPE_NAME_ALIASES
 from streamctl.planner import ast
-from streamctl.planner.errors import PlannerError
+from streamctl.planner.planning_errors import PlannerError
 
 MAX_STATEMENT_CHARS: Final = 1_000_000
 """Longest statement text accepted (characters)."""

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from streamctl.lifecycle.agents import AgentState
+from streamctl.lifecycle.worker_states import AgentState
 
 
 @dataclass(frozen=True)

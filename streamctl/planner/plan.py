@@ -10,7 +10,8 @@ Guarantees:
   restarted from its Spark checkpoint gets an identical Spark plan;
 * :meth:`QueryPlan.from_json` validates what it reads (structure, types, that expressions read
   existing input columns with their types, unique field names) and raises only
-  :class:`~streamctl.planner.errors.PlannerError` (``INVALID_STATEMENT``) on malformed input;
+  :class:`~streamctl.planner.planning_errors.PlannerError` (``INVALID_STATEMENT``) on malformed
+  input;
 * the binder produces only well-typed plans: every call's arguments already have the types
   the function needs (the binder inserts explicit ``cast`` calls for NebulaStream's implicit
   conversions), so a translator never re-derives typing rules.
@@ -34,7 +35,7 @@ from typing import Any, Final, Literal, TypeAlias, cast
 
 from streamctl.error_codes import INVALID_STATEMENT
 from streamctl.nes_types import NES_TYPE_NAMES
-from streamctl.planner.errors import PlannerError
+from streamctl.planner.planning_errors import PlannerError
 
 PLAN_FORMAT_VERSION: Final = 1
 

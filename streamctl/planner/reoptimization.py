@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from streamctl.lifecycle.agents import AgentState
+from streamctl.lifecycle.worker_states import AgentState
 from streamctl.planner.placement import AgentSlots, place
 
 LAG_INTERVALS = "lag_intervals"

@@ -21,7 +21,7 @@ from streamctl.error_codes import INVALID_STATEMENT, NOT_SUPPORTED, SINK_SCHEMA_
 from streamctl.nes_types import canonical_type
 from streamctl.planner import ast
 from streamctl.planner.catalog_lookup import CatalogColumn
-from streamctl.planner.errors import PlannerError
+from streamctl.planner.planning_errors import PlannerError
 from streamctl.planner.scopes import _Bound, _fold, _Names, _unqualified
 from streamctl.planner.types import _assignable
 

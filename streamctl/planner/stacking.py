@@ -47,7 +47,7 @@ from typing import Final, Literal
 
 from streamctl.error_codes import NOT_SUPPORTED
 from streamctl.planner import plan
-from streamctl.planner.errors import PlannerError
+from streamctl.planner.planning_errors import PlannerError
 
 __all__ = [
     "BASE_SHIFT_US",

@@ -25,7 +25,7 @@ Typing follows NebulaStream, whose operators compute on C++ machine types:
 The rules on operands, comparisons, sinks and aggregates are here; the function table is in
 :mod:`.expressions`, constants in :mod:`.folding`. The type names and families themselves are
 declared in :mod:`streamctl.nes_types`; how Spark carries each type is
-:mod:`streamctl.spark.types`.
+:mod:`streamctl.spark.spark_types`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from streamctl.nes_types import (
 )
 from streamctl.planner import ast
 from streamctl.planner import plan as ir
-from streamctl.planner.errors import _error
+from streamctl.planner.planning_errors import _error
 
 _NUMERIC_TYPES: Final = INTEGER_TYPES | FLOAT_TYPES
 _INTEGER_BITS: Final[dict[str, int]] = {

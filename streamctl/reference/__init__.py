@@ -38,6 +38,6 @@ Guarantees:
 """
 
 from streamctl.reference.engine import run_reference, to_sql
-from streamctl.reference.errors import NesQueryFailure, ReferenceUnsupported
+from streamctl.reference.reference_errors import NesQueryFailure, ReferenceUnsupported
 
 __all__ = ["NesQueryFailure", "ReferenceUnsupported", "run_reference", "to_sql"]

@@ -12,7 +12,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from streamctl.nes_types import FLOAT_TYPES, INTEGER_TYPES, STRING_TYPES, integer_range
 from streamctl.planner import plan
 from streamctl.reference import nes_semantics as nes
-from streamctl.reference.errors import NesQueryFailure, ReferenceUnsupported
+from streamctl.reference.reference_errors import NesQueryFailure, ReferenceUnsupported
 from streamctl.reference.sql import SqlProgram, column_name, source_key, translate
 
 __all__ = ["run_reference", "to_sql"]

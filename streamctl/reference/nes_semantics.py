@@ -25,7 +25,7 @@ from typing import Final
 
 from streamctl.nes_types import FLOAT_TYPES, INTEGER_TYPES, STRING_TYPES, integer_range
 from streamctl.planner import plan
-from streamctl.reference.errors import ReferenceUnsupported
+from streamctl.reference.reference_errors import ReferenceUnsupported
 
 UNSUPPORTED_MARKER: Final = "nes-reference-unsupported: "
 FAILURE_MARKER: Final = "nes-query-failure: "

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from streamctl.planner import plan
 from streamctl.reference import nes_semantics as nes
-from streamctl.reference.errors import ReferenceUnsupported
+from streamctl.reference.reference_errors import ReferenceUnsupported
 
 __all__ = ["SqlProgram", "column_name", "quote", "translate"]
 

@@ -11,7 +11,7 @@
 * ``sinks``     ``start_sink``: a streaming query writing into a sink (the readers that need no
   Spark are :mod:`streamctl.sink_files`; NES's text format is :mod:`streamctl.nes_text`).
 * ``queries``   ``SparkQueries``: the Spark queries of one agent, started, stopped and reported
-  (the Temporal activities around it are :mod:`streamctl.activities.agent`).
+  (the Temporal activities around it are :mod:`streamctl.agent.activities`).
 * ``handle``    the agent's current Spark as its queries see it.
 * ``listener``  Spark's query callbacks turned into the agent's events.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from streamctl.nes_types import INTEGER_TYPES, UNSIGNED_TYPES
 from streamctl.planner import plan
 from streamctl.spark import sql_text as S
-from streamctl.spark.expressions import TWO_TO_64, expression, to_long_bits
+from streamctl.spark.expression_columns import TWO_TO_64, expression, to_long_bits
 from streamctl.spark.sql_text import Sql
 
 __all__ = ["nes_aggregate"]

@@ -6,7 +6,8 @@ logical source, its sink); it gets the query's DataFrame and settings
 (:class:`~streamctl.spark.translate.TranslatedQuery`) and the sink's spec, or a non-retryable
 ``QueryRejected`` error naming the query and the agent when the plan cannot run here (a
 planner error, a source that cannot be read, a bad value). Nothing starts: the caller starts
-the sink (:func:`streamctl.spark.sinks.start_sink`) or prints the plan. Sources stage what they
+the sink (:func:`streamctl.spark.sink_writers.start_sink`) or prints the plan. Sources stage what
+they
 generate or inline under ``<work_root>/query-<id>/staging``, stable across restarts of the
 query on this agent.
 """
@@ -18,13 +19,13 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from temporalio.exceptions import ApplicationError
 
-from streamctl.planner.errors import PlannerError
 from streamctl.planner.plan import QueryPlan
-from streamctl.spark.sources import is_bounded, read_source, source_relation
+from streamctl.planner.planning_errors import PlannerError
+from streamctl.protocol.agent_contract import QueryAssignment
+from streamctl.spark.source_readers import is_bounded, read_source, source_relation
 from streamctl.spark.specs import ConnectorError, SinkSpec, SourceSpec
 from streamctl.spark.sql_text import Relation
 from streamctl.spark.translate import TranslatedQuery, build
-from streamctl.workflows.actions import QueryAssignment
 
 __all__ = ["build_assignment"]
 

@@ -32,9 +32,9 @@ from streamctl.nes_types import (
     integer_range,
 )
 from streamctl.spark import sql_text as S
+from streamctl.spark.spark_types import spark_type_ddl
 from streamctl.spark.specs import SourceSpec
 from streamctl.spark.sql_text import Relation, Sql
-from streamctl.spark.types import spark_type_ddl
 
 __all__ = [
     "SAME_RANGE_CARRIERS",
@@ -104,7 +104,8 @@ _NEGATIVE_NAN: Final = r"(?i)^\s*-nan\s*\z"
 
 
 SAME_RANGE_CARRIERS: Final = frozenset({"INT8", "INT16", "INT32", "INT64"})
-"""Integer types whose Spark carrier (:mod:`streamctl.spark.types`) has exactly their range."""
+"""Integer types whose Spark carrier (:mod:`streamctl.spark.spark_types`) has exactly their
+range."""
 _LONG_DIGITS: Final = 18
 """Every unsigned text of at most this many digits is below 2**63: a ``BIGINT`` holds it."""
 

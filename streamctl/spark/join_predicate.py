@@ -28,7 +28,7 @@ from typing import Final
 from streamctl.nes_types import FLOAT_TYPES
 from streamctl.planner import plan
 from streamctl.spark import sql_text as S
-from streamctl.spark.expressions import column, expression, from_long_bits, to_long_bits
+from streamctl.spark.expression_columns import column, expression, from_long_bits, to_long_bits
 from streamctl.spark.sql_text import Named, Sql
 
 __all__ = ["JoinKey", "JoinPredicate", "join_key_value", "join_predicate"]

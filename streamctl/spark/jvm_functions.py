@@ -4,7 +4,7 @@ time).
 
 Protocol:
 
-* Every session :func:`streamctl.worker.spark_session.build_spark_session` builds has the jar
+* Every session :func:`streamctl.agent.spark_session.build_spark_session` builds has the jar
   on its classpath, on the driver and on executors (:func:`with_jar`).
 * A query's builder asks for a function: :func:`csv_fields_function` for the parse of CSV
   tuples of one column layout (``NesCsvFields.java``), :func:`json_fields_function` for the
@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from streamctl.spark.types import spark_type
+from streamctl.spark.spark_types import spark_type
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -31,11 +31,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from streamctl.spark.types import quote_identifier
+from streamctl.spark.spark_types import quote_identifier
 
 if TYPE_CHECKING:
     from streamctl.spark.sql_text import Relation
-
 __all__ = ["Item", "Step", "query_text"]
 
 

@@ -20,7 +20,7 @@ from streamctl.planner.options import (
     normalize_source_options,
     redact,
 )
-from streamctl.spark.types import column_fields
+from streamctl.spark.spark_types import column_fields
 
 __all__ = ["Column", "ConnectorError", "SinkSpec", "SourceSpec"]
 

@@ -14,7 +14,7 @@ Rules that keep the text the same expression as the ``functions`` call it replac
 
 * every operator and every call is parenthesised as a unit, so Python's precedence is the
   only precedence (``a & b | c`` means what it means on pyspark Columns);
-* identifiers are always quoted (:func:`~streamctl.spark.types.quote_identifier`), so reserved
+* identifiers are always quoted (:func:`~streamctl.spark.spark_types.quote_identifier`), so reserved
   words (``end``) and any other character are names -- but for ``${...}``, which Spark's parser
   substitutes everywhere in the text before it reads it, quotes or not: sessions that build
   these expressions turn that off (``spark.sql.variable.substitute``,
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Union, overload
 
 from streamctl.spark import relation_blocks
 from streamctl.spark.relation_blocks import Step
-from streamctl.spark.types import quote_identifier
+from streamctl.spark.spark_types import quote_identifier
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -424,7 +424,7 @@ class Relation:
         :func:`explainable`."""
         if not self._steps:
             return self._base
-        from streamctl.worker.spark_session import is_connect  # imports this module's users
+        from streamctl.agent.spark_session import is_connect  # imports this module's users
 
         if is_connect(self.session):
             return self._applied()

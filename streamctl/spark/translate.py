@@ -3,12 +3,12 @@ planner itself never does).
 
 :func:`build` turns a :class:`~streamctl.planner.plan.QueryPlan` into a streaming DataFrame
 whose columns are the plan's output (the sink's columns, in order, with the Spark types of
-:func:`streamctl.spark.types.spark_type`), plus how to run it.
+:func:`streamctl.spark.spark_types.spark_type`), plus how to run it.
 
 Semantics it guarantees (NebulaStream's, where Spark's differ):
 
 * **Scalar expressions** (C++ integer arithmetic, IEEE floats, conversions) are
-  :mod:`streamctl.spark.expressions`.
+  :mod:`streamctl.spark.expression_columns`.
 * **NULL follows ``nes-docs/null_handling.md``.** Scalar rules coincide with Spark's SQL
   three-valued logic: arithmetic, ``CONCAT`` and comparisons with a NULL operand are NULL
   (``NULL == NULL`` too); ``FALSE AND NULL`` is FALSE, ``TRUE OR NULL`` TRUE, other mixes NULL;
@@ -97,18 +97,18 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streamctl.error_codes import INVALID_STATEMENT, NOT_SUPPORTED
 from streamctl.planner import plan, stacking
-from streamctl.planner.errors import PlannerError
+from streamctl.planner.planning_errors import PlannerError
 from streamctl.spark import sql_text as S
 from streamctl.spark.aggregates import nes_aggregate
-from streamctl.spark.expressions import (
+from streamctl.spark.expression_columns import (
     column,
     expression,
     to_long_bits,
     wrap_value,
 )
 from streamctl.spark.join_predicate import join_predicate
+from streamctl.spark.spark_types import quote_identifier, spark_type_ddl
 from streamctl.spark.sql_text import Relation, Sql
-from streamctl.spark.types import quote_identifier, spark_type_ddl
 
 __all__ = [
     "EXECUTION_CONF",
@@ -133,7 +133,7 @@ EXECUTION_CONF: Final[Mapping[str, str]] = {
     "spark.sql.variable.substitute": "false",
 }
 """Spark settings the translated expressions rely on while they run: every session that runs
-them has them (:func:`streamctl.worker.spark_session.build_spark_session`; under Spark
+them has them (:func:`streamctl.agent.spark_session.build_spark_session`; under Spark
 Connect through :data:`SPARK_CONF`, which the query starts inside)."""
 
 SPARK_CONF: Final[Mapping[str, str]] = {"spark.sql.ansi.enabled": "false", **EXECUTION_CONF}
@@ -219,7 +219,7 @@ def build(
     (files, inline data): windows are then flushed at the end and the query should run with
     ``trigger(availableNow=True)``.
 
-    Raises :class:`~streamctl.planner.errors.PlannerError` for plans it cannot run."""
+    Raises :class:`~streamctl.planner.planning_errors.PlannerError` for plans it cannot run."""
     # Spark's readers are made with the session's own settings (connectors keep their
     # semantics); a source's parsing steps (a Relation) and the scans, filters and
     # projections above it are analysed as one query under SPARK_CONF, with the plan's other

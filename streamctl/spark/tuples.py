@@ -1,6 +1,6 @@
 """NebulaStream's CSV and JSON text tuples as typed Spark columns (imports pyspark).
 
-Protocol: a source reader (:mod:`streamctl.spark.sources`) hands :func:`parse_lines` a
+Protocol: a source reader (:mod:`streamctl.spark.source_readers`) hands :func:`parse_lines` a
 DataFrame of text tuples (column ``value``) and the physical source's spec; it gets the logical
 source's columns with their Spark types, or a query that fails on the first tuple that breaks
 the rules below. :func:`conform` applies the same NULL and range rules to already typed input
@@ -84,9 +84,9 @@ from streamctl.spark.jvm_functions import (
     json_texts_function,
     wide_field_name,
 )
+from streamctl.spark.spark_types import quote_identifier, spark_type_ddl
 from streamctl.spark.specs import SourceSpec
 from streamctl.spark.sql_text import Relation, Sql
-from streamctl.spark.types import quote_identifier, spark_type_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -14,9 +14,9 @@ Where the coordinator's numbers come from, and why there:
 * **Per pass** (duration, requests and events per pass, requests by kind and outcome). The
   pass activity runs in a spawned process pool, so a ``prometheus_client`` registry in the
   worker process never sees what the pass computes. The pass already returns a
-  :class:`~streamctl.workflows.passes.PassResult` to the worker process (the pool hands the
+  :class:`~streamctl.protocol.pass_io.PassResult` to the worker process (the pool hands the
   return value back before the SDK serializes it), so the pass counts its requests by kind and
-  outcome once, in a :class:`~streamctl.workflows.passes.PassTally`, and an activity
+  outcome once, in a :class:`~streamctl.protocol.pass_io.PassTally`, and an activity
   interceptor in the worker process (:class:`ActivityMetrics`) times the activity and adds the
   tally to the counters: one counter update per kind and outcome per pass, no per-request
   locks, no files. (``prometheus_client``'s multiprocess mode would need an environment
@@ -76,13 +76,13 @@ from temporalio.worker import (
 from streamctl.catalog.census import take_census
 from streamctl.catalog.models import Worker
 from streamctl.catalog.store import catalog_engine
-from streamctl.lifecycle.agents import AgentState
-from streamctl.lifecycle.queries import QueryState
-from streamctl.workflows import messages as m
-from streamctl.workflows.actions import AgentStatus
-from streamctl.workflows.config import CoordinatorStatus
+from streamctl.lifecycle.query_states import QueryState
+from streamctl.lifecycle.worker_states import AgentState
+from streamctl.protocol import messages as m
+from streamctl.protocol.agent_contract import AgentStatus
+from streamctl.protocol.coordinator_config import CoordinatorStatus
+from streamctl.protocol.pass_io import PassResult
 from streamctl.workflows.coordinator import CoordinatorWorkflow
-from streamctl.workflows.passes import PassResult
 
 log = logging.getLogger(__name__)
 

@@ -41,12 +41,12 @@ from temporalio.client import Client
 
 from streamctl import config as settings
 from streamctl.client.client import CoordinatorClient
-from streamctl.client.errors import ClientError, CoordinatorError
+from streamctl.client.coordinator_errors import ClientError, CoordinatorError
+from streamctl.protocol import messages as m
+from streamctl.protocol.coordinator_config import COORDINATOR_WORKFLOW_ID, CoordinatorConfig
 from streamctl.secret_options import redact_url
-from streamctl.worker.coordinator import ensure_coordinator
+from streamctl.worker.coordinator_worker import ensure_coordinator
 from streamctl.worker.temporal_server import port_open, start_dev_server, wait_for_server
-from streamctl.workflows import messages as m
-from streamctl.workflows.config import COORDINATOR_WORKFLOW_ID, CoordinatorConfig
 
 STACK_FILE = "stack.json"
 
@@ -98,7 +98,7 @@ def coordinator_command(address: str, task_queue: str | None = None) -> list[str
     return [
         sys.executable,
         "-m",
-        "streamctl.client.cli",
+        "streamctl.cli",
         "coordinator",
         "--address",
         address,
@@ -127,7 +127,7 @@ def agent_command(
     return [
         sys.executable,
         "-m",
-        "streamctl.client.cli",
+        "streamctl.cli",
         "agent",
         "--name",
         name,

@@ -104,7 +104,7 @@ def dev_server_command(
         # A workflow task's activities on the worker's own task queue (the coordinator's pass)
         # go back to that worker in the task's answer instead of through matching: no
         # 10-50 ms wait for a poller per pass (the worker must have a free activity slot,
-        # build_worker in streamctl.worker.coordinator).
+        # build_worker in streamctl.worker.coordinator_worker).
         "--dynamic-config-value",
         "system.enableActivityEagerExecution=true",
         *dev_server_arguments(),

@@ -1,9 +1,9 @@
 """Running one agent action from the coordinator workflow, and turning its outcome into the
 events a later pass applies.
 
-Protocol: the pass decides actions (:class:`~streamctl.workflows.actions.AgentAction`); the
+Protocol: the pass decides actions (:class:`~streamctl.protocol.agent_contract.AgentAction`); the
 workflow runs each as an activity on its agent's task queue through the typed
-:class:`~streamctl.workflows.actions.AgentActivity` constants, without blocking its loop. The
+:class:`~streamctl.protocol.agent_contract.AgentActivity` constants, without blocking its loop. The
 outcome is a ``QueryStatusChanged`` (like the agents' own reports) or ``SparkPlanExplained``
 event:
 
@@ -12,7 +12,7 @@ event:
 * a stop answers the agent's report; a stop that failed, or that no agent picked up, is run
   again every :data:`STOP_RETRY_DELAY`, and after :data:`STOP_ROUNDS` the query is left
   ``STOPPING`` (no event): the agent's periodic ``RUNNING`` report of that run has a later
-  pass send the stop again (``STOP_AGAIN`` in :mod:`streamctl.lifecycle.queries`), and
+  pass send the stop again (``STOP_AGAIN`` in :mod:`streamctl.lifecycle.query_states`), and
   liveness stops it if the agent is gone;
 * an explain answers Spark's plan or the error; a reconcile lists what the agent runs.
 
@@ -32,7 +32,7 @@ from temporalio.exceptions import ActivityError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
-    from streamctl.workflows.actions import (
+    from streamctl.protocol.agent_contract import (
         EXPLAIN_QUERY,
         LIST_QUERIES,
         START_QUERY,
@@ -43,8 +43,7 @@ with workflow.unsafe.imports_passed_through():
         StopAssignment,
         agent_task_queue,
     )
-    from streamctl.workflows.messages import Event, QueryStatusChanged, SparkPlanExplained
-
+    from streamctl.protocol.messages import Event, QueryStatusChanged, SparkPlanExplained
 STOP_UNTIL_STOPPED_PATCH = "stop-until-stopped"
 """A stop that failed while its agent is there is run again instead of reported STOPPED."""
 STOP_AFTER_FAILED_START_PATCH = "stop-after-failed-start"

@@ -26,7 +26,7 @@ Protocol
   number since (``PassResult.events_not_applied``), and they are buffered again.
 * Request payloads stay raw in the workflow: the update's ``requests`` argument is handed to
   the pass activity and the activity's per-batch answer back to the update, byte for byte
-  (:mod:`streamctl.workflows.passes`). Parsing thousands of bodies per second in workflow
+  (:mod:`streamctl.protocol.pass_io`). Parsing thousands of bodies per second in workflow
   code was most of the coordinator worker's CPU.
 * Update validation refuses a batch (before it enters history) when the buffer is full
   (``Busy``) or the run is closing for continue-as-new (``ContinuingAsNew``); clients retry
@@ -110,7 +110,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from temporalio.common import RawValue
 
-    from streamctl.activities.passes import CatalogActivities
+    from streamctl.activities.pass_activity import CatalogActivities
     from streamctl.compact_json import dumps
     from streamctl.error_codes import ErrorCode
     from streamctl.limits import (
@@ -133,16 +133,15 @@ with workflow.unsafe.imports_passed_through():
         MAX_REQUESTS_PER_UPDATE,
         MIN_QUERY_WAIT_SECONDS,
     )
-    from streamctl.workflows.actions import (
+    from streamctl.protocol.agent_contract import (
         AgentAction,
     )
-    from streamctl.workflows.agent_calls import run_action
-    from streamctl.workflows.config import (
+    from streamctl.protocol.coordinator_config import (
         COORDINATOR_TASK_TIMEOUT,
         CoordinatorConfig,
         CoordinatorStatus,
     )
-    from streamctl.workflows.messages import (
+    from streamctl.protocol.messages import (
         CheckLiveness,
         Envelope,
         Response,
@@ -150,7 +149,7 @@ with workflow.unsafe.imports_passed_through():
         compaction_key,
         merge_events,
     )
-    from streamctl.workflows.passes import (
+    from streamctl.protocol.pass_io import (
         CATALOG_UNAVAILABLE,
         JSON_ENCODING,
         PassInput,
@@ -160,6 +159,7 @@ with workflow.unsafe.imports_passed_through():
         join_request_batches,
         json_payload,
     )
+    from streamctl.workflows.agent_calls import run_action
     from streamctl.workflows.query_waits import QueryWait, QueryWaiter
     from streamctl.workflows.request_batches import RequestBatch, halves, only_envelope
     from streamctl.workflows.state import CoordinatorInput, CoordinatorState

@@ -11,7 +11,7 @@ from typing import Any
 from temporalio.api.common.v1 import Payload
 
 from streamctl.compact_json import dumps, loads
-from streamctl.workflows.passes import JSON_ENCODING, PendingMessage
+from streamctl.protocol.pass_io import JSON_ENCODING, PendingMessage
 
 
 @dataclass(eq=False)
@@ -22,7 +22,7 @@ class RequestBatch:
     payload: Payload
     received_at: float
     seq: int = 0
-    """Its arrival number (:attr:`streamctl.workflows.passes.PassInput.request_batch_seqs`)."""
+    """Its arrival number (:attr:`streamctl.protocol.pass_io.PassInput.request_batch_seqs`)."""
     answer: str | None = None
     whole: RequestBatch | None = None
     """The batch this one is a part of, when a failing pass was split inside a batch."""

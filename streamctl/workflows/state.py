@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from streamctl.workflows.actions import AgentAction
-from streamctl.workflows.config import CoordinatorConfig
-from streamctl.workflows.passes import PendingMessage
+from streamctl.protocol.agent_contract import AgentAction
+from streamctl.protocol.coordinator_config import CoordinatorConfig
+from streamctl.protocol.pass_io import PendingMessage
 
 
 @dataclass

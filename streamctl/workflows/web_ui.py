@@ -11,7 +11,8 @@
   An upsert of an attribute the namespace does not know fails the workflow task, so the
   workflow upserts only when its configuration says they are registered
   (``CoordinatorConfig.search_attributes``, set by
-  :func:`streamctl.worker.coordinator.ensure_coordinator` after checking, or registering, them
+  :func:`streamctl.worker.coordinator_worker.ensure_coordinator` after checking, or registering,
+  them
   through the operator service).
 * **Memo** (:func:`config_memo`): the coordinator's knobs and the catalog's kind (never its URL,
   which may hold credentials), given when the workflow starts and again to every
@@ -21,7 +22,7 @@
   SDK sends it with the workflow task's completion and the UI reads it through a query: no
   event either.
 * **Summaries**: every activity is scheduled with a one-line summary (the pass's size, the
-  agent action's :attr:`~streamctl.workflows.actions.AgentAction.description`), and the
+  agent action's :attr:`~streamctl.protocol.agent_contract.AgentAction.description`), and the
   workflow starts with a static summary and details (:func:`static_summary`,
   :func:`static_details`).
 
@@ -42,8 +43,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate, TypedSearchAttributes
 
 if TYPE_CHECKING:
-    from streamctl.workflows.config import CoordinatorConfig
-
+    from streamctl.protocol.coordinator_config import CoordinatorConfig
 SNAPSHOT_VERSION = SearchAttributeKey.for_float("StreamctlSnapshotVersion")
 ALIVE_AGENTS = SearchAttributeKey.for_int("StreamctlAliveAgents")
 RUNNING_QUERIES = SearchAttributeKey.for_int("StreamctlRunningQueries")

@@ -55,7 +55,7 @@ from temporalio.runtime import Runtime
 from streamctl import config
 from streamctl.compact_json import loads
 from streamctl.limits import MAX_ID_LENGTH
-from streamctl.workflows.messages import Envelope, EventBatch, field_names
+from streamctl.protocol.messages import Envelope, EventBatch, field_names
 from streamctl.workflows.payload_crypto import EncryptedPayloadConverter, SecretPayloadCodec
 
 log = logging.getLogger(__name__)

@@ -7,8 +7,8 @@ import math
 from pathlib import Path
 from typing import Any, Final
 
-from streamctl.spark.sinks import start_sink
-from streamctl.spark.sources import read_source
+from streamctl.spark.sink_writers import start_sink
+from streamctl.spark.source_readers import read_source
 from streamctl.spark.specs import SinkSpec, SourceSpec
 
 TESTDATA = Path(__file__).resolve().parents[3] / "shared/conformance/nes-systests/testdata"

@@ -160,7 +160,7 @@ def test_committed_files_follow_the_spark_metadata_log(tmp_path: Path) -> None:
 
 def test_kafka_reader_options() -> None:
     from streamctl.planner.options import normalize_source_options
-    from streamctl.spark.sources import kafka_reader_options
+    from streamctl.spark.source_readers import kafka_reader_options
 
     config = normalize_source_options(
         "KAFKA",

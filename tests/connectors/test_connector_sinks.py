@@ -17,7 +17,7 @@ from pyspark.errors import StreamingQueryException
 
 from streamctl.catalog.urls import libpq_url
 from streamctl.sink_files import checksum_directory, read_checksum, read_file_sink_lines
-from streamctl.spark.sinks import (
+from streamctl.spark.sink_writers import (
     MARKER_TABLE,
     PostgresBatchWriter,
     PrintWriter,
@@ -26,7 +26,7 @@ from streamctl.spark.sinks import (
     start_batch_writer,
     start_sink,
 )
-from streamctl.spark.sources import read_source
+from streamctl.spark.source_readers import read_source
 from streamctl.spark.specs import ConnectorError, SinkSpec
 
 pytestmark = pytest.mark.spark

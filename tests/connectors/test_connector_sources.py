@@ -14,8 +14,8 @@ from connector_helpers import TESTDATA, file_sink, run_bounded, source
 from pyspark.errors import StreamingQueryException
 
 from streamctl.sink_files import read_file_sink_lines
-from streamctl.spark.sinks import read_file_sink, start_sink
-from streamctl.spark.sources import (
+from streamctl.spark.sink_writers import read_file_sink, start_sink
+from streamctl.spark.source_readers import (
     KAFKA_JARS_ENV,
     is_bounded,
     kafka_jars_conf,

@@ -1,7 +1,7 @@
 """CSV and JSON input and output against writers and parsers derived from the NES docs.
 
 Rules (nes-docs/null_handling.md, "Input Parsing" and "Output Formatting"; the rest as
-``streamctl/spark/sources.py`` and ``streamctl/spark/sinks.py`` state them):
+``streamctl/spark/source_readers.py`` and ``streamctl/spark/sink_writers.py`` state them):
 
 * CSV input: only an empty field is NULL; a string is written in double quotes with ``"``
   doubled, so it may hold the field delimiter, quotes, or be empty (``""``).
@@ -31,9 +31,9 @@ from connector_helpers import columns, file_sink, run_bounded, source
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from streamctl.spark.sinks import nes_text_lines, read_file_sink
-from streamctl.spark.sources import parse_lines
-from streamctl.spark.types import spark_schema
+from streamctl.spark.sink_writers import nes_text_lines, read_file_sink
+from streamctl.spark.source_readers import parse_lines
+from streamctl.spark.spark_types import spark_schema
 
 SCHEMA = (
     "i8 INT8?",

@@ -21,15 +21,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streamctl.nes_types import integer_range
+from streamctl.spark.spark_types import spark_schema
 from streamctl.spark.specs import SourceSpec
 from streamctl.spark.translate import SPARK_CONF, spark_conf
 from streamctl.spark.tuples import conform
-from streamctl.spark.types import spark_schema
 
 pytestmark = pytest.mark.spark
 
 _CARRIER_RANGES: Final = {
-    # the Spark carrier's own range (streamctl.spark.types): what a Parquet column read with
+    # the Spark carrier's own range (streamctl.spark.spark_types): what a Parquet column read with
     # the source's schema can hold
     "INT8": (-(2**7), 2**7 - 1),
     "INT16": (-(2**15), 2**15 - 1),

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamctl.spark import sql_text as S
-from streamctl.spark.types import quote_identifier
+from streamctl.spark.spark_types import quote_identifier
 
 LiteralValue = str | int | float | bool | Decimal | None
 

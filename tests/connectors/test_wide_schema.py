@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from connector_helpers import file_sink, run_bounded, source
 
-from streamctl.spark.sinks import read_file_sink
+from streamctl.spark.sink_writers import read_file_sink
 
 WIDTH = 200
 TYPES = ("INT32?", "UINT64", "FLOAT64?", "VARSIZED?", "BOOLEAN?", "INT8")

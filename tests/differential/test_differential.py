@@ -37,7 +37,7 @@ from streamctl.bench.differential_cases import (
     generate_cases,
 )
 from streamctl.error_codes import NOT_SUPPORTED
-from streamctl.planner.errors import PlannerError
+from streamctl.planner.planning_errors import PlannerError
 
 FIXED_SEED = 18
 FIXED_CASES = 60

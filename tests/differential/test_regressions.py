@@ -16,8 +16,8 @@ import pytest
 from planner.spark_runs import Col, bound_plan, plain
 
 from streamctl.reference import NesQueryFailure, ReferenceUnsupported, run_reference
+from streamctl.spark.spark_types import spark_schema
 from streamctl.spark.translate import build
-from streamctl.spark.types import spark_schema
 
 pytestmark = pytest.mark.spark
 

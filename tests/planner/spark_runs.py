@@ -14,8 +14,8 @@ from streamctl.planner import plan
 from streamctl.planner.binder import bind_query
 from streamctl.planner.catalog_lookup import MemoryCatalog
 from streamctl.planner.parser import parse_query
+from streamctl.spark.spark_types import spark_schema
 from streamctl.spark.translate import TranslatedQuery
-from streamctl.spark.types import spark_schema
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The NebulaStream suite for the planner's tests and harness: where it is, which files, and
-helpers over the product's reader (:mod:`streamctl.client.systest_files`)."""
+helpers over the product's reader (:mod:`streamctl.systest.suite_files`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from streamctl.client.systest_files import Query, Statement, SystestFile
-from streamctl.client.systest_files import read_systest as _read
+from streamctl.systest.suite_files import Query, Statement, SystestFile
+from streamctl.systest.suite_files import read_systest as _read
 
 __all__ = ["TESTDATA", "Query", "Statement", "SystestFile", "read_systest", "suite_files"]
 

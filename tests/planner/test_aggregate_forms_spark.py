@@ -22,8 +22,8 @@ from planner.test_null_semantics_spark import Rows, close, run_batch, run_stream
 from streamctl.error_codes import INVALID_STATEMENT, TYPE_MISMATCH
 from streamctl.planner.binder import bind_query
 from streamctl.planner.catalog_lookup import MemoryCatalog
-from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
+from streamctl.planner.planning_errors import PlannerError
 from streamctl.reference import run_reference
 
 SOURCE = [Col("ts", "UINT64", False), Col("id", "INT32"), Col("a", "INT32"), Col("b", "INT32")]

@@ -20,10 +20,10 @@ from streamctl.error_codes import SYNTAX_ERROR
 from streamctl.limits import MAX_IN_LIST_VALUES
 from streamctl.planner.binder import bind_query
 from streamctl.planner.catalog_lookup import MemoryCatalog
-from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
+from streamctl.planner.planning_errors import PlannerError
+from streamctl.protocol.messages import ColumnSpec
 from streamctl.reference import run_reference
-from streamctl.workflows.messages import ColumnSpec
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 SOURCE = [("ts", "UINT64", False), ("x", "INT32", True), ("a", "INT32", True), ("b", "INT32", True)]

@@ -23,8 +23,8 @@ from streamctl.error_codes import (
 from streamctl.planner import plan
 from streamctl.planner.binder import BoundQuery, bind_query
 from streamctl.planner.catalog_lookup import MemoryCatalog, SinkInfo
-from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
+from streamctl.planner.planning_errors import PlannerError
 from streamctl.planner.types import _common_numeric
 
 

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from streamctl.planner.binder import bind_query
 from streamctl.planner.catalog_lookup import MemoryCatalog
-from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
+from streamctl.planner.planning_errors import PlannerError
+from streamctl.protocol.messages import ColumnSpec
 from streamctl.reference import run_reference
-from streamctl.workflows.messages import ColumnSpec
 
 LEFT = [ColumnSpec("ts", "UINT64", False), ColumnSpec("id", "INT32"), ColumnSpec("v", "INT32")]
 

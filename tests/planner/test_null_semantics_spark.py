@@ -32,8 +32,8 @@ from planner.spark_runs import Col, bound_plan, plain, run_to_end
 from streamctl.planner.binder import bind_query
 from streamctl.planner.catalog_lookup import MemoryCatalog
 from streamctl.planner.parser import parse_query
+from streamctl.spark.spark_types import spark_schema
 from streamctl.spark.translate import build
-from streamctl.spark.types import spark_schema
 
 pytestmark = pytest.mark.spark
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from planner.systest_files import all_statement_texts, read_systest, suite_files
 from streamctl.error_codes import INVALID_STATEMENT, SYNTAX_ERROR
 from streamctl.planner import ast
-from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import MAX_NESTING, parse_query, parse_statements
+from streamctl.planner.planning_errors import PlannerError
 
 SUITE = suite_files()
 

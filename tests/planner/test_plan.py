@@ -15,8 +15,8 @@ from planner.systest_files import queries_with_catalog, read_systest, suite_file
 from streamctl.error_codes import INVALID_STATEMENT
 from streamctl.planner import plan
 from streamctl.planner.binder import bind_query
-from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
+from streamctl.planner.planning_errors import PlannerError
 
 
 def suite_plans() -> list[plan.QueryPlan]:

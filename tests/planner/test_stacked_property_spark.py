@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from planner.spark_runs import Col, bound_plan, run_to_end
 from streamctl.reference import run_reference
+from streamctl.spark.spark_types import spark_schema
 from streamctl.spark.translate import build
-from streamctl.spark.types import spark_schema
 
 STREAM = [Col("ts", "UINT64", False), Col("k", "INT32"), Col("v", "INT64")]
 _RUNS = [0]

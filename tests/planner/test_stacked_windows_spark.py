@@ -32,7 +32,7 @@ import pytest
 
 from planner.spark_runs import Col, bound_plan, csv_stream_reader, run_to_end
 from streamctl.error_codes import NOT_SUPPORTED
-from streamctl.planner.errors import PlannerError
+from streamctl.planner.planning_errors import PlannerError
 from streamctl.reference import run_reference
 from streamctl.spark.translate import build
 

@@ -20,10 +20,11 @@ from streamctl.nes_types import integer_range
 from streamctl.planner import plan
 from streamctl.planner.binder import bind_query
 from streamctl.planner.catalog_lookup import MemoryCatalog
-from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
+from streamctl.planner.planning_errors import PlannerError
 from streamctl.planner.types import _common_numeric
 from streamctl.spark import sql_text as S
+from streamctl.spark.spark_types import spark_schema
 from streamctl.spark.translate import (
     EXECUTION_CONF,
     SPARK_CONF,
@@ -31,7 +32,6 @@ from streamctl.spark.translate import (
     build,
     spark_conf,
 )
-from streamctl.spark.types import spark_schema
 
 pytestmark = pytest.mark.spark
 

@@ -15,9 +15,9 @@ from streamctl.limits import MAX_WINDOW_MILLIS, MAX_WINDOWS_PER_ROW
 from streamctl.planner import plan as ir
 from streamctl.planner.binder import bind_query
 from streamctl.planner.catalog_lookup import MemoryCatalog, SinkInfo
-from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
-from streamctl.workflows import messages as m
+from streamctl.planner.planning_errors import PlannerError
+from streamctl.protocol import messages as m
 
 SOURCE = [m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("ts", "UINT64", False)]
 SINK = [

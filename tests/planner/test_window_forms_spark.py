@@ -35,10 +35,10 @@ from planner.spark_runs import Col, bound_plan, run_to_end
 from streamctl.error_codes import NOT_SUPPORTED
 from streamctl.planner.binder import bind_query
 from streamctl.planner.catalog_lookup import MemoryCatalog
-from streamctl.planner.errors import PlannerError
 from streamctl.planner.parser import parse_query
+from streamctl.planner.planning_errors import PlannerError
+from streamctl.spark.spark_types import spark_schema
 from streamctl.spark.translate import build
-from streamctl.spark.types import spark_schema
 
 _RUNS = [0]
 
