@@ -31,9 +31,10 @@ from temporalio.client import Client, WorkflowHandle
 from streamctl.agent.spark_session import build_spark_session
 from streamctl.catalog.scratch import postgres_unavailable, scratch_database
 from streamctl.client.client import CoordinatorClient
+from streamctl.local_ports import free_port
 from streamctl.protocol.coordinator_config import CoordinatorConfig
 from streamctl.worker.coordinator_worker import build_worker, ensure_coordinator
-from streamctl.worker.temporal_server import free_port, start_dev_server, wait_for_server
+from streamctl.worker.temporal_server import start_dev_server, wait_for_server
 
 PG_ADMIN_URL = os.environ.get("STREAMCTL_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 

@@ -21,9 +21,9 @@ import pytest
 
 from streamctl.cli.demo_query import DemoNames, demo_statements
 from streamctl.client.client import CoordinatorClient
+from streamctl.local_ports import free_port, port_open
 from streamctl.protocol import messages as m
 from streamctl.worker.supervisor import pid_alive, read_stack, wait_until_up
-from streamctl.worker.temporal_server import free_port, port_open
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

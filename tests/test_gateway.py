@@ -40,7 +40,7 @@ from streamctl.gateway.app import (
     create_app,
 )
 from streamctl.gateway.problems import PROBLEM_MEDIA_TYPE
-from streamctl.worker.temporal_server import free_port
+from streamctl.local_ports import free_port
 
 SCHEMA = [
     {"name": "id", "type": "UINT64", "nullable": False},

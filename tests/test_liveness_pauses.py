@@ -37,9 +37,9 @@ from streamctl.activities.pass_activity import CatalogWork
 from streamctl.client.client import CoordinatorClient
 from streamctl.domain.workers import STALL_TOLERANCE
 from streamctl.protocol import messages as m
+from streamctl.protocol import refusals
 from streamctl.protocol.coordinator_config import CoordinatorConfig
 from streamctl.protocol.pass_io import (
-    CATALOG_UNAVAILABLE,
     PassInput,
     PendingMessage,
     request_batches_json,
@@ -74,7 +74,7 @@ class CatalogOutage(Interceptor):
                         # What the pass raises when its database cannot be reached.
                         raise ApplicationError(
                             "the catalog is unreachable (injected outage)",
-                            type=CATALOG_UNAVAILABLE,
+                            type=refusals.CATALOG_UNAVAILABLE,
                         )
                     await asyncio.sleep(outage.slow)
                 return await super().execute_activity(input)

@@ -17,12 +17,13 @@ from conftest import wait_until
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import Client, WorkflowFailureError
 
+from streamctl.agent.agent_metrics import AgentMetrics
 from streamctl.client.client import CoordinatorClient
 from streamctl.error_codes import ErrorCode
+from streamctl.local_ports import free_port
+from streamctl.process_metrics import MetricsAddress, MetricsEndpoint
 from streamctl.protocol import messages as m
 from streamctl.worker.coordinator_worker import run_coordinator_worker
-from streamctl.worker.metrics import AgentMetrics, MetricsAddress, MetricsEndpoint
-from streamctl.worker.temporal_server import free_port
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

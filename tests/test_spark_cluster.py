@@ -20,7 +20,7 @@ import pyspark
 import pytest
 from test_queries_e2e import create_run_stop_and_drop, deploy
 
-from streamctl.worker.temporal_server import free_port, port_open
+from streamctl.local_ports import free_port, port_open
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

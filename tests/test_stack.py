@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from streamctl.client.client import CoordinatorClient
+from streamctl.local_ports import free_port
 from streamctl.protocol import messages as m
 from streamctl.worker.supervisor import pid_alive, read_stack
-from streamctl.worker.temporal_server import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

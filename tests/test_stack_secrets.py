@@ -18,10 +18,10 @@ from sqlalchemy.engine import make_url
 from test_stack import streamctl
 
 from streamctl.client.client import CoordinatorClient
+from streamctl.local_ports import free_port
 from streamctl.protocol import messages as m
 from streamctl.secret_options import redact_url
 from streamctl.worker.supervisor import STACK_FILE, coordinator_command, pid_alive, read_stack
-from streamctl.worker.temporal_server import free_port
 
 PASSWORD = "Sekr1t-catalog-pw"
 

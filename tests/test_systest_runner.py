@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from streamctl.local_ports import free_port
 from streamctl.systest.runner import Outcome, Summary, in_testdata, with_option
 from streamctl.systest.suite_files import read_systest
 from streamctl.worker.supervisor import read_stack
-from streamctl.worker.temporal_server import free_port
 
 SUITE = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "nes-systests"
 

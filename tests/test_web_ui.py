@@ -37,6 +37,7 @@ from temporalio.worker import Worker
 
 from streamctl.bench.requests import is_local_pass
 from streamctl.client.client import CoordinatorClient
+from streamctl.local_ports import free_port, port_open
 from streamctl.protocol import messages as m
 from streamctl.protocol.agent_contract import (
     AgentStatus,
@@ -48,12 +49,7 @@ from streamctl.protocol.agent_contract import (
 from streamctl.protocol.coordinator_config import CoordinatorConfig
 from streamctl.worker.coordinator_worker import ensure_coordinator
 from streamctl.worker.search_attributes import search_attributes_ready
-from streamctl.worker.temporal_server import (
-    free_port,
-    port_open,
-    start_dev_server,
-    wait_for_server,
-)
+from streamctl.worker.temporal_server import start_dev_server, wait_for_server
 from streamctl.workflows.web_ui import (
     ALIVE_AGENTS,
     FAILED_QUERIES,

@@ -21,8 +21,9 @@ from temporalio.exceptions import ApplicationError
 from streamctl.compact_json import dumps_bytes
 from streamctl.error_codes import asks_again
 from streamctl.protocol import messages as m
+from streamctl.protocol import refusals
 from streamctl.protocol.coordinator_config import ReoptimizeTarget
-from streamctl.protocol.pass_io import json_payload
+from streamctl.raw_payloads import json_payload
 
 
 async def _ask(workflow_id: str, request: m.Request, request_id: str) -> Any:
@@ -39,11 +40,13 @@ async def _ask(workflow_id: str, request: m.Request, request_id: str) -> Any:
     [response] = orjson.loads(answer.payload.data)
     if asks_again(response.get("error_code"), response.get("error_message")):
         # Its pass could not answer it then; the activity's retry asks again under the id.
-        raise ApplicationError(f"{request.kind}: {response['error_message']}", type="AskAgain")
+        raise ApplicationError(
+            f"{request.kind}: {response['error_message']}", type=refusals.ASK_AGAIN
+        )
     if not response["ok"]:
         raise ApplicationError(
             f"{request.kind} refused: {response['error_code']}: {response['error_message']}",
-            type="RequestRefused",
+            type=refusals.REQUEST_REFUSED,
             non_retryable=True,
         )
     return response["result"]

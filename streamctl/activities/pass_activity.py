@@ -41,8 +41,8 @@ from streamctl.catalog.store import catalog_engine
 from streamctl.domain import passes, quarantine
 from streamctl.domain.isolation import is_transient
 from streamctl.domain.pass_requests import request_batches
+from streamctl.protocol import refusals
 from streamctl.protocol.pass_io import (
-    CATALOG_UNAVAILABLE,
     CatalogPosition,
     PassInput,
     PassResult,
@@ -108,7 +108,8 @@ class CatalogActivities:
             # Not a message's fault: the workflow tries this pass again rather than
             # splitting it to find a message that fails it.
             raise ApplicationError(
-                f"the catalog cannot be reached: {outcome.reason}", type=CATALOG_UNAVAILABLE
+                f"the catalog cannot be reached: {outcome.reason}",
+                type=refusals.CATALOG_UNAVAILABLE,
             )
         return outcome
 

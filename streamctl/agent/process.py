@@ -21,7 +21,7 @@ Lifecycle of an agent process:
    agent ``DEAD`` and moves its queries elsewhere.
 
 With a metrics port it serves its load, its actions and its queries' rates on Prometheus'
-format, with the Temporal SDK's series (:mod:`streamctl.worker.metrics`).
+format, with the Temporal SDK's series (:mod:`streamctl.worker.coordinator_metrics`).
 """
 
 from __future__ import annotations
@@ -31,21 +31,20 @@ import contextlib
 import logging
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from temporalio.worker import Worker
 
+from streamctl.agent.agent_metrics import AgentMetrics
 from streamctl.agent.spark_watchdog import SparkBroken, SparkWatchdog
-from streamctl.client.client import CoordinatorClient
-from streamctl.client.outbox import new_id
 from streamctl.lifecycle.spark_states import SparkPolicy
+from streamctl.process_metrics import MetricsAddress, SdkMetrics
 from streamctl.protocol import messages as m
 from streamctl.protocol.agent_contract import agent_task_queue
 from streamctl.protocol.coordinator_config import COORDINATOR_WORKFLOW_ID
-from streamctl.worker.metrics import AgentMetrics, MetricsAddress, SdkMetrics
 from streamctl.workflows.wire import connect
 
 if TYPE_CHECKING:
@@ -74,6 +73,20 @@ def agent_spark_session(
     if driver_memory is not None:
         config["spark.driver.memory"] = driver_memory
     return build_spark_session(master, f"streamctl-agent-{name}", work_root / "warehouse", config)
+
+
+class CoordinatorLink(Protocol):
+    """How the agent reaches its coordinator: events, sent in order (``send`` waits until the
+    coordinator has them, ``try_send`` queues one without waiting). The process that runs the
+    agent gives it one connected sender (the client library's
+    :class:`~streamctl.client.client.CoordinatorClient`, composed by ``streamctl agent``); the
+    agent imports no frontend."""
+
+    async def send(self, event: m.Event) -> None: ...
+
+    def try_send(self, event: m.Event) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class _Heartbeats:
@@ -108,6 +121,7 @@ async def run_agent(
     namespace: str,
     name: str,
     *,
+    connect_coordinator: Callable[[], Awaitable[CoordinatorLink]],
     master: str = "local[*]",
     capacity: int = 4,
     checkpoint_dir: Path,
@@ -142,11 +156,7 @@ async def run_agent(
 
     watchdog = SparkWatchdog(session, build, name=name, policy=spark_policy, on_broken=on_broken)
     temporal = await connect(address, namespace, runtime=sdk.runtime if sdk else None)
-    # One sender per process: the coordinator drops event batches whose sequence number it has
-    # seen from the sender, and a restarted agent counts from 1 again.
-    coordinator = await CoordinatorClient(
-        address, namespace=namespace, workflow_id=workflow_id, sender=f"agent-{name}-{new_id()}"
-    ).connect()
+    coordinator = await connect_coordinator()
     queries = SparkQueries(
         session,
         name,

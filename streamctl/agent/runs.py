@@ -66,10 +66,10 @@ from temporalio.exceptions import ApplicationError
 from streamctl.agent.attempt import Attempt
 from streamctl.agent.listener import QueryListener
 from streamctl.agent.spark_handle import FixedSpark, SparkHandle
-from streamctl.agent.spark_session import is_connect
 from streamctl.lifecycle.query_states import SPARK_CONTAINED, SPARK_LOST
 from streamctl.lifecycle.spark_states import Containment, RunFacts, SparkPolicy, Strikes, suspect
 from streamctl.protocol import messages as m
+from streamctl.protocol import refusals
 from streamctl.protocol.agent_contract import (
     AgentStatus,
     ExplainAssignment,
@@ -80,6 +80,7 @@ from streamctl.protocol.agent_contract import (
     query_name,
 )
 from streamctl.spark.assignments import build_assignment
+from streamctl.spark.session_kind import is_connect
 from streamctl.spark.sink_writers import start_sink
 from streamctl.spark.specs import SinkSpec
 from streamctl.spark.sql_text import explainable
@@ -182,7 +183,7 @@ class SparkQueries:
             raise ApplicationError(
                 f"agent {self.agent} is busy: another start or stop has held it for "
                 f"{LOCK_TIMEOUT_S:.0f} s; {action} will be retried",
-                type="AgentBusy",
+                type=refusals.AGENT_BUSY,
             )
         try:
             yield
@@ -202,7 +203,7 @@ class SparkQueries:
         return ApplicationError(
             f"{SPARK_LOST} the Spark of agent {self.agent} is down and being rebuilt; "
             f"{action} will be retried",
-            type="SparkUnavailable",
+            type=refusals.SPARK_UNAVAILABLE,
         )
 
     def start(self, assignment: QueryAssignment) -> QueryReport:
@@ -283,7 +284,7 @@ class SparkQueries:
         return ApplicationError(
             f"the start of query {assignment.query_id} (run {assignment.run}) on agent "
             f"{self.agent} outlived its action (timed out or cancelled); {outcome}",
-            type="StartTooLate",
+            type=refusals.START_TOO_LATE,
         )
 
     def _end_run(self, query: StreamingQuery, generation: int, what: str) -> None:
@@ -316,7 +317,7 @@ class SparkQueries:
             raise ApplicationError(
                 f"agent {self.agent} is still stopping run {started.run} of this query; "
                 "the start will be retried",
-                type="AgentBusy",
+                type=refusals.AGENT_BUSY,
             )
 
     def stop(self, assignment: StopAssignment) -> QueryReport:
@@ -382,7 +383,7 @@ class SparkQueries:
                 ):
                     explainable(translated.dataframe).explain(mode=EXPLAIN_MODE)
         except ApplicationError as error:
-            if error.type in ("AgentBusy", "SparkUnavailable"):
+            if error.type in refusals.AGENT_RETRIES_LATER:
                 raise
             return ExplainReport(request.explanation_id, self.agent, None, str(error))
         return ExplainReport(request.explanation_id, self.agent, printed.getvalue().strip())

@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+from streamctl.spark.session_kind import is_connect
+
 log = logging.getLogger(__name__)
 
 COMPILE_HUGE_METHODS: Final = "-XX:-DontCompileHugeMethods"
@@ -190,11 +192,6 @@ def check_memory_size(text: str) -> str:
     if not MEMORY_SIZE.fullmatch(text.strip()):
         raise ValueError(f"{text!r} is not a memory size such as 512m or 2g")
     return text.strip()
-
-
-def is_connect(session: Any) -> bool:
-    """Whether ``session`` is a Spark Connect session (``sc://``), not a classic one."""
-    return type(session).__module__.startswith("pyspark.sql.connect")
 
 
 def driver_process(session: Any) -> subprocess.Popen[bytes] | None:

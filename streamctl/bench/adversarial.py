@@ -46,7 +46,7 @@ from streamctl.client.client import CoordinatorClient
 from streamctl.gateway.app import GatewaySettings, create_app
 from streamctl.protocol import messages as m
 from streamctl.protocol.messages import Envelope
-from streamctl.protocol.pass_io import json_payload
+from streamctl.raw_payloads import json_payload
 from streamctl.worker.coordinator_worker import ensure_coordinator
 
 PATHS = ("client", "gateway", "update", "signal")

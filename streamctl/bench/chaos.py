@@ -114,10 +114,10 @@ from streamctl.bench.private_postgres import PrivatePostgres
 from streamctl.client.client import CoordinatorClient
 from streamctl.client.coordinator_errors import ClientError, OutboxFull, RequestTimeout
 from streamctl.client.outbox import new_id
+from streamctl.local_ports import free_port
 from streamctl.protocol import messages as m
 from streamctl.protocol.coordinator_config import CoordinatorConfig
 from streamctl.worker.supervisor import Supervisor
-from streamctl.worker.temporal_server import free_port
 
 KILLS_PER_5_MIN = {
     "coordinator_worker": 4,

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from streamctl.bench.chaos_state import POSTGRES_DOWNTIME_S, SPARK_TARGETS, ChaosRun, Kill
+from streamctl.local_ports import port_open
 from streamctl.worker.supervisor import pid_alive
-from streamctl.worker.temporal_server import port_open
 
 KILLS_PER_5_MIN = {
     "coordinator_worker": 4,

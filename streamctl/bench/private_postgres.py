@@ -16,8 +16,8 @@ from pathlib import Path
 
 import psycopg
 
+from streamctl.local_ports import free_port
 from streamctl.worker.supervisor import pid_alive
-from streamctl.worker.temporal_server import free_port
 
 KILLS_PER_5_MIN = {
     "coordinator_worker": 4,

@@ -16,9 +16,9 @@ from pathlib import Path
 from temporalio.client import Client
 
 from streamctl.catalog.scratch import scratch_database
+from streamctl.local_ports import free_port
 from streamctl.protocol.coordinator_config import CoordinatorConfig
 from streamctl.worker.supervisor import Supervisor
-from streamctl.worker.temporal_server import free_port
 
 
 @contextlib.asynccontextmanager

@@ -27,7 +27,7 @@ from streamctl.protocol.coordinator_config import (
 )
 
 if TYPE_CHECKING:
-    from streamctl.worker.metrics import MetricsAddress
+    from streamctl.process_metrics import MetricsAddress
 app = typer.Typer()
 
 
@@ -38,7 +38,7 @@ METRICS_PORT_HELP = (
 
 
 def metrics_address(port: int | None) -> MetricsAddress:
-    from streamctl.worker.metrics import MetricsAddress
+    from streamctl.process_metrics import MetricsAddress
 
     return MetricsAddress(config.metrics_host(), config.metrics_port() if port is None else port)
 
@@ -114,6 +114,8 @@ def agent(
     from streamctl.agent.process import run_agent
     from streamctl.agent.spark_session import JavaMissing, require_java
     from streamctl.agent.spark_watchdog import SparkBroken
+    from streamctl.client.client import CoordinatorClient
+    from streamctl.client.outbox import new_id
     from streamctl.nes_types import InvalidName, check_identifier
 
     try:
@@ -130,12 +132,25 @@ def agent(
     except JavaMissing as error:
         console.print(f"[red]{error}")
         raise typer.Exit(EXIT_USAGE) from None
+    address = temporal_address(address)
+    namespace = config.namespace()
+
+    async def connect_coordinator() -> CoordinatorClient:
+        # One sender per process: the coordinator drops event batches whose sequence number it
+        # has seen from the sender, and a restarted agent counts from 1 again.
+        sender = f"agent-{name}-{new_id()}"
+        client = CoordinatorClient(
+            address, namespace=namespace, workflow_id=workflow_id, sender=sender
+        )
+        return await client.connect()
+
     try:
         asyncio.run(
             run_agent(
-                temporal_address(address),
-                config.namespace(),
+                address,
+                namespace,
                 name,
+                connect_coordinator=connect_coordinator,
                 master=master,
                 capacity=capacity,
                 checkpoint_dir=checkpoint_dir or state / "checkpoints",

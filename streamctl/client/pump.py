@@ -39,15 +39,16 @@ from streamctl.client.coordinator_errors import (
 from streamctl.client.outbox import Outgoing, new_id, settle
 from streamctl.error_codes import asks_again
 from streamctl.limits import MAX_EVENT_BATCH_BYTES
+from streamctl.protocol import refusals
 from streamctl.protocol.messages import EventBatch, Response, compaction_key
-from streamctl.protocol.pass_io import JSON_ENCODING, json_payload
+from streamctl.raw_payloads import JSON_ENCODING, json_payload
 from streamctl.workflows.payload_crypto import PayloadKeyError, encrypted_with
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-RETRYABLE_REJECTIONS = frozenset({"Busy", "ContinuingAsNew"})
+RETRYABLE_REJECTIONS = refusals.RETRYABLE_REJECTIONS
 RETRYABLE_STATUS = frozenset(
     {
         RPCStatusCode.RESOURCE_EXHAUSTED,

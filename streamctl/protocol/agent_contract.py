@@ -29,12 +29,8 @@ query another agent ran, from its last committed batch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
-
-from temporalio import workflow
-from temporalio.common import RetryPolicy
 
 AGENT_TASK_QUEUE_PREFIX = "agent."
 
@@ -170,17 +166,6 @@ def _assignment_from_json(data: dict[str, Any]) -> QueryAssignment:
     )
 
 
-@dataclass(frozen=True)
-class AgentCallOptions:
-    """How the workflow runs one action on an agent."""
-
-    task_queue: str
-    schedule_to_start_timeout: timedelta
-    start_to_close_timeout: timedelta
-    retry_policy: RetryPolicy
-    summary: str | None = None
-
-
 ArgT = TypeVar("ArgT")
 ResultT = TypeVar("ResultT")
 
@@ -188,25 +173,13 @@ ResultT = TypeVar("ResultT")
 @dataclass(frozen=True)
 class AgentActivity(Generic[ArgT, ResultT]):
     """An activity every agent hosts: the name it is registered under (part of recorded
-    histories: never rename one) and what it takes and answers. The workflow runs it through
-    :meth:`execute`, typed, without importing the agent's Spark code; the agent registers its
-    implementation under :attr:`name` (:mod:`streamctl.agent.activities`)."""
+    histories: never rename one) and what it takes and answers. The workflow runs it typed
+    (:func:`streamctl.workflows.agent_calls.execute_on_agent`) without importing the agent's
+    Spark code; the agent registers its implementation under :attr:`name`
+    (:mod:`streamctl.agent.activities`)."""
 
     name: str
     result_type: Any
-
-    async def execute(self, argument: ArgT, options: AgentCallOptions) -> ResultT:
-        result: ResultT = await workflow.execute_activity(
-            self.name,
-            argument,
-            result_type=self.result_type,
-            task_queue=options.task_queue,
-            schedule_to_start_timeout=options.schedule_to_start_timeout,
-            start_to_close_timeout=options.start_to_close_timeout,
-            retry_policy=options.retry_policy,
-            summary=options.summary,
-        )
-        return result
 
 
 START_QUERY: AgentActivity[QueryAssignment, QueryReport] = AgentActivity("start_query", QueryReport)

@@ -6,8 +6,9 @@ The workflow calls ``apply_pass(pass_input, requests)``:
   in arrival order and the arrival time of each request batch;
 * ``requests`` is one raw JSON payload, the array of the pass's request batches, each the
   array of envelopes exactly as a client's ``submit`` update carried it. The workflow joins the
-  update payloads byte for byte (:func:`join_request_batches`) and never parses them: request
-  bodies cost the workflow nothing, and a malformed one can only fail its own request.
+  update payloads byte for byte (:func:`streamctl.raw_payloads.join_request_batches`) and
+  never parses them: request bodies cost the workflow nothing, and a malformed one can only
+  fail its own request.
 
 The activity answers a :class:`PassResult` after committing one catalog transaction:
 ``responses[i]`` is the JSON array of :class:`~streamctl.protocol.messages.Response` objects
@@ -24,13 +25,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from temporalio.api.common.v1 import Payload
-from temporalio.common import RawValue
-
 from streamctl.protocol.agent_contract import AgentAction
 from streamctl.protocol.messages import Envelope, Response
-
-JSON_ENCODING = b"json/plain"
 
 
 @dataclass(frozen=True)
@@ -77,7 +73,8 @@ class PassInput:
 @dataclass(frozen=True)
 class PassTally:
     """What a pass handled, counted once per pass for the worker's metrics
-    (:mod:`streamctl.worker.metrics`): ``outcomes[kind][outcome]`` is the number of requests of
+    (:mod:`streamctl.worker.coordinator_metrics`): ``outcomes[kind][outcome]`` is the number of
+    requests of
     that kind answered ``"ok"``, with that error code, or ``"asked_again"`` (an answer to ask
     again: :func:`streamctl.domain.pass_requests.tally`); unknown kinds count as ``"invalid"``."""
 
@@ -116,11 +113,6 @@ class PassResult:
     answered "ask again", and their clients retry them)."""
 
 
-CATALOG_UNAVAILABLE = "CatalogUnavailable"
-"""The error type of a pass that could not reach the catalog: the workflow tries that pass
-again (an outage is no message's fault) instead of splitting it to find a failing message."""
-
-
 @dataclass(frozen=True)
 class QuarantineInput:
     """A message that failed its pass on its own, for ``quarantine_message``: it is kept for
@@ -141,15 +133,6 @@ class CatalogPosition:
 
     version: int
     last_pass_no: int
-
-
-def json_payload(data: bytes) -> RawValue:
-    return RawValue(Payload(metadata={"encoding": JSON_ENCODING}, data=data))
-
-
-def join_request_batches(batches: list[Payload]) -> RawValue:
-    """The JSON array of the given JSON payloads, without parsing any of them."""
-    return json_payload(b"[" + b",".join(batch.data for batch in batches) + b"]")
 
 
 def request_batches_json(batches: list[list[Envelope]]) -> bytes:

@@ -21,6 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 from streamctl.planner.plan import QueryPlan
 from streamctl.planner.planning_errors import PlannerError
+from streamctl.protocol import refusals
 from streamctl.protocol.agent_contract import QueryAssignment
 from streamctl.spark.source_readers import is_bounded, read_source, source_relation
 from streamctl.spark.specs import ConnectorError, SinkSpec, SourceSpec
@@ -69,6 +70,6 @@ def build_assignment(
     except (PlannerError, ConnectorError, ValueError) as error:
         raise ApplicationError(
             f"query {assignment.query_id} cannot run on agent {agent}: {error}",
-            type="QueryRejected",
+            type=refusals.QUERY_REJECTED,
             non_retryable=True,
         ) from None

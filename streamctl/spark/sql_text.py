@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Union, overload
 
 from streamctl.spark import relation_blocks
 from streamctl.spark.relation_blocks import Step
+from streamctl.spark.session_kind import is_connect
 from streamctl.spark.spark_types import quote_identifier
 
 if TYPE_CHECKING:
@@ -424,7 +425,6 @@ class Relation:
         :func:`explainable`."""
         if not self._steps:
             return self._base
-        from streamctl.agent.spark_session import is_connect  # imports this module's users
 
         if is_connect(self.session):
             return self._applied()

@@ -30,6 +30,7 @@ from streamctl.catalog.store import catalog_engine
 from streamctl.catalog.urls import catalog_kind
 from streamctl.domain import decode
 from streamctl.gc_policy import collect_young_garbage_less_often, freeze_what_is_loaded
+from streamctl.process_metrics import MetricsAddress, SdkMetrics
 from streamctl.protocol.coordinator_config import (
     COORDINATOR_TASK_QUEUE,
     COORDINATOR_TASK_TIMEOUT,
@@ -37,7 +38,7 @@ from streamctl.protocol.coordinator_config import (
     CoordinatorConfig,
 )
 from streamctl.worker.activity_pool import RenewingProcessPool
-from streamctl.worker.metrics import CoordinatorMetrics, MetricsAddress, SdkMetrics, workflow_status
+from streamctl.worker.coordinator_metrics import CoordinatorMetrics, workflow_status
 from streamctl.worker.search_attributes import search_attributes_ready
 from streamctl.worker.stuck_runs import StuckRunWatchdog
 from streamctl.workflows.coordinator import CoordinatorWorkflow
@@ -178,7 +179,8 @@ async def run_coordinator_worker(
     metrics_address: MetricsAddress = MetricsAddress(),
 ) -> None:
     """Serve the coordinator's task queue until cancelled; with ``metrics_address`` enabled,
-    also its Prometheus endpoint (:mod:`streamctl.worker.metrics`), the pending messages of
+    also its Prometheus endpoint (:mod:`streamctl.worker.coordinator_metrics`), the pending
+    messages of
     ``workflow_id``'s coordinator among its series. The process ends if the SDK cannot evict
     a run (:mod:`streamctl.worker.stuck_runs`)."""
     sdk = SdkMetrics() if metrics_address.enabled else None

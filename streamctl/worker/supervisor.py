@@ -42,11 +42,12 @@ from temporalio.client import Client
 from streamctl import config as settings
 from streamctl.client.client import CoordinatorClient
 from streamctl.client.coordinator_errors import ClientError, CoordinatorError
+from streamctl.local_ports import port_open
 from streamctl.protocol import messages as m
 from streamctl.protocol.coordinator_config import COORDINATOR_WORKFLOW_ID, CoordinatorConfig
 from streamctl.secret_options import redact_url
 from streamctl.worker.coordinator_worker import ensure_coordinator
-from streamctl.worker.temporal_server import port_open, start_dev_server, wait_for_server
+from streamctl.worker.temporal_server import start_dev_server, wait_for_server
 
 STACK_FILE = "stack.json"
 

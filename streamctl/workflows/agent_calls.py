@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -32,18 +34,23 @@ from temporalio.exceptions import ActivityError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
+    from streamctl.protocol import refusals
     from streamctl.protocol.agent_contract import (
         EXPLAIN_QUERY,
         LIST_QUERIES,
         START_QUERY,
         STOP_QUERY,
         AgentAction,
-        AgentCallOptions,
+        AgentActivity,
         QueryReport,
         StopAssignment,
         agent_task_queue,
     )
     from streamctl.protocol.messages import Event, QueryStatusChanged, SparkPlanExplained
+
+ArgT = TypeVar("ArgT")
+ResultT = TypeVar("ResultT")
+
 STOP_UNTIL_STOPPED_PATCH = "stop-until-stopped"
 """A stop that failed while its agent is there is run again instead of reported STOPPED."""
 STOP_AFTER_FAILED_START_PATCH = "stop-after-failed-start"
@@ -62,11 +69,39 @@ ACTION_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=10),
     maximum_attempts=3,
-    non_retryable_error_types=["QueryRejected"],
+    non_retryable_error_types=[refusals.QUERY_REJECTED],
 )
 EXPLAIN_RETRY = RetryPolicy(maximum_attempts=1)
 """An explain is tried once: the user waits for it, and a statement whose plan took Spark down
 took it down again on every retry, long after the user had been told it timed out."""
+
+
+@dataclass(frozen=True)
+class AgentCallOptions:
+    """How the workflow runs one action on an agent."""
+
+    task_queue: str
+    schedule_to_start_timeout: timedelta
+    start_to_close_timeout: timedelta
+    retry_policy: RetryPolicy
+    summary: str | None = None
+
+
+async def execute_on_agent(
+    activity: AgentActivity[ArgT, ResultT], argument: ArgT, options: AgentCallOptions
+) -> ResultT:
+    """Run one of the agents' activities (:mod:`streamctl.protocol.agent_contract`), typed."""
+    result: ResultT = await workflow.execute_activity(
+        activity.name,
+        argument,
+        result_type=activity.result_type,
+        task_queue=options.task_queue,
+        schedule_to_start_timeout=options.schedule_to_start_timeout,
+        start_to_close_timeout=options.start_to_close_timeout,
+        retry_policy=options.retry_policy,
+        summary=options.summary,
+    )
+    return result
 
 
 async def run_action(
@@ -109,14 +144,14 @@ async def _execute_action(
     )
     try:
         if action.start is not None:
-            started = await START_QUERY.execute(action.start, options)
+            started = await execute_on_agent(START_QUERY, action.start, options)
             return [_status_event(started)]
         if action.stop is not None:
-            stopped = await STOP_QUERY.execute(action.stop, options)
+            stopped = await execute_on_agent(STOP_QUERY, action.stop, options)
             return [_status_event(stopped)]
         if action.explain is not None:
             options = dataclasses.replace(options, retry_policy=EXPLAIN_RETRY)
-            explained = await EXPLAIN_QUERY.execute(action.explain, options)
+            explained = await execute_on_agent(EXPLAIN_QUERY, action.explain, options)
             return [
                 SparkPlanExplained(
                     explained.explanation_id,
@@ -125,7 +160,7 @@ async def _execute_action(
                     explained.error,
                 )
             ]
-        listed = await LIST_QUERIES.execute(action.agent, options)
+        listed = await execute_on_agent(LIST_QUERIES, action.agent, options)
         return [_status_event(report) for report in listed]
     except ActivityError as error:
         reason = str(error.cause or error)

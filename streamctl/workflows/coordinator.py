@@ -133,6 +133,7 @@ with workflow.unsafe.imports_passed_through():
         MAX_REQUESTS_PER_UPDATE,
         MIN_QUERY_WAIT_SECONDS,
     )
+    from streamctl.protocol import refusals
     from streamctl.protocol.agent_contract import (
         AgentAction,
     )
@@ -150,15 +151,12 @@ with workflow.unsafe.imports_passed_through():
         merge_events,
     )
     from streamctl.protocol.pass_io import (
-        CATALOG_UNAVAILABLE,
-        JSON_ENCODING,
         PassInput,
         PassResult,
         PendingMessage,
         QuarantineInput,
-        join_request_batches,
-        json_payload,
     )
+    from streamctl.raw_payloads import JSON_ENCODING, join_request_batches, json_payload
     from streamctl.workflows.agent_calls import run_action
     from streamctl.workflows.query_waits import QueryWait, QueryWaiter
     from streamctl.workflows.request_batches import RequestBatch, halves, only_envelope
@@ -327,7 +325,7 @@ class CoordinatorWorkflow:
         try:
             self._check_submit(ids, requests)
         except ApplicationError as refusal:
-            if refusal.type == "InvalidBatch":
+            if refusal.type == refusals.INVALID_BATCH:
                 _count_refused("submit", "invalid")
             raise
 
@@ -335,17 +333,17 @@ class CoordinatorWorkflow:
         config = self.state.config
         if self._closing():
             raise ApplicationError(
-                "coordinator is continuing as new; retry", type="ContinuingAsNew"
+                "coordinator is continuing as new; retry", type=refusals.CONTINUING_AS_NEW
             )
         if not ids or not all(isinstance(i, str) and i for i in ids):
             raise ApplicationError(
                 "a request batch needs at least one request, each with a non-empty string id",
-                type="InvalidBatch",
+                type=refusals.INVALID_BATCH,
             )
         if len(ids) > MAX_REQUESTS_PER_UPDATE:
             raise ApplicationError(
                 f"a request batch holds at most {MAX_REQUESTS_PER_UPDATE} requests, got {len(ids)}",
-                type="InvalidBatch",
+                type=refusals.INVALID_BATCH,
             )
         payload = requests.payload
         if payload.metadata.get("encoding") == b"binary/encrypted":
@@ -353,30 +351,30 @@ class CoordinatorWorkflow:
             raise ApplicationError(
                 "the request batch is encrypted with a payload key this coordinator worker "
                 "does not hold; give every process the same STREAMCTL_PAYLOAD_KEY",
-                type="InvalidBatch",
+                type=refusals.INVALID_BATCH,
             )
         if payload.metadata.get("encoding") != JSON_ENCODING:
-            raise ApplicationError("request batches must be JSON", type="InvalidBatch")
+            raise ApplicationError("request batches must be JSON", type=refusals.INVALID_BATCH)
         if len(payload.data) > config.max_batch_bytes:
             raise ApplicationError(
                 f"a request batch may hold at most {config.max_batch_bytes} bytes, "
                 f"got {len(payload.data)}",
-                type="InvalidBatch",
+                type=refusals.INVALID_BATCH,
             )
         problem = request_batch_problem(ids, payload.data)
         if problem is not None:
-            raise ApplicationError(problem, type="InvalidBatch")
+            raise ApplicationError(problem, type=refusals.INVALID_BATCH)
         if self.draining and STARTS_WAIT_FOR_NEXT_RUN & request_batch_kinds(payload.data):
             # A draining run decides no starts: the pass would leave the query waiting for
             # the next run. Refused, the client retries this batch with the same ids, and the
             # next run answers it with the query started.
             raise ApplicationError(
-                "coordinator is continuing as new; retry", type="ContinuingAsNew"
+                "coordinator is continuing as new; retry", type=refusals.CONTINUING_AS_NEW
             )
         if self.pending_requests and self.pending_requests + len(ids) > config.max_pending:
             # An empty buffer takes any batch: one larger than max_pending was refused
             # Busy forever, its client retrying until its deadline.
-            raise ApplicationError("coordinator buffer is full; retry later", type="Busy")
+            raise ApplicationError("coordinator buffer is full; retry later", type=refusals.BUSY)
 
     @workflow.update
     async def wait_query(self, query_id: int, states: list[str], timeout: float) -> QueryWait:
@@ -398,7 +396,7 @@ class CoordinatorWorkflow:
     def validate_wait_query(self, query_id: int, states: list[str], timeout: float) -> None:
         if self._closing():
             raise ApplicationError(
-                "coordinator is continuing as new; retry", type="ContinuingAsNew"
+                "coordinator is continuing as new; retry", type=refusals.CONTINUING_AS_NEW
             )
         if (
             type(query_id) is not int
@@ -412,11 +410,11 @@ class CoordinatorWorkflow:
             raise ApplicationError(
                 "wait_query takes a query id, a list of state names and a timeout of at least "
                 f"{MIN_QUERY_WAIT_SECONDS} s",
-                type="InvalidBatch",
+                type=refusals.INVALID_BATCH,
             )
         if len(self.query_waiters) >= MAX_QUERY_WAITERS:
             raise ApplicationError(
-                f"{MAX_QUERY_WAITERS} waits are open; ask GetQuery instead", type="Busy"
+                f"{MAX_QUERY_WAITERS} waits are open; ask GetQuery instead", type=refusals.BUSY
             )
 
     @workflow.signal
@@ -693,7 +691,10 @@ class CoordinatorWorkflow:
                 if not isolating:
                     raise
                 cause = (error.cause or error) if isinstance(error, ActivityError) else error
-                if isinstance(cause, ApplicationError) and cause.type == CATALOG_UNAVAILABLE:
+                if (
+                    isinstance(cause, ApplicationError)
+                    and cause.type == refusals.CATALOG_UNAVAILABLE
+                ):
                     # A pause between rounds keeps a long outage from filling the history
                     # (each round is a few events; continue-as-new waits for the pass).
                     pause = min(CATALOG_OUTAGE_MAX_PAUSE, 2.0**outage_rounds)

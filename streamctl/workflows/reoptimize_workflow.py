@@ -28,6 +28,7 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from streamctl.activities.coordinator_requests import request_reoptimize
+    from streamctl.protocol import refusals
     from streamctl.protocol.coordinator_config import REOPTIMIZATION_WORKFLOW, ReoptimizeTarget
 
 
@@ -46,7 +47,7 @@ class ReoptimizationWorkflow:
             retry_policy=RetryPolicy(
                 maximum_interval=timedelta(seconds=10),
                 maximum_attempts=10,
-                non_retryable_error_types=["RequestRefused"],
+                non_retryable_error_types=[refusals.REQUEST_REFUSED],
             ),
             summary=f"ask {target.coordinator_workflow_id} to reoptimize",
         )

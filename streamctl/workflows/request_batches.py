@@ -11,7 +11,8 @@ from typing import Any
 from temporalio.api.common.v1 import Payload
 
 from streamctl.compact_json import dumps, loads
-from streamctl.protocol.pass_io import JSON_ENCODING, PendingMessage
+from streamctl.protocol.pass_io import PendingMessage
+from streamctl.raw_payloads import JSON_ENCODING
 
 
 @dataclass(eq=False)
