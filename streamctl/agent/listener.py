@@ -9,21 +9,28 @@ adds a new one to each session it builds.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
-if TYPE_CHECKING:
-    from streamctl.agent.runs import SparkQueries
-__all__ = ["QueryListener"]
+__all__ = ["QueryListener", "RunReports"]
 
 log = logging.getLogger(__name__)
+
+
+class RunReports(Protocol):
+    """Where the listener hands what Spark tells it (the agent's
+    :class:`~streamctl.agent.runs.SparkQueries`)."""
+
+    def on_progress(self, name: str | None, run_id: str, values: dict[str, float]) -> None: ...
+
+    def on_terminated(self, run_id: str, error: str | None) -> None: ...
 
 
 class QueryListener(StreamingQueryListener):
     """Spark's callbacks (on a Py4J thread) turned into the agent's events."""
 
-    def __init__(self, queries: SparkQueries) -> None:
+    def __init__(self, queries: RunReports) -> None:
         self._queries = queries
 
     def onQueryStarted(self, event: Any) -> None:

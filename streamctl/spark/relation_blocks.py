@@ -29,13 +29,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Generic, Literal, TypeVar
 
 from streamctl.spark.spark_types import quote_identifier
 
-if TYPE_CHECKING:
-    from streamctl.spark.sql_text import Relation
 __all__ = ["Item", "Step", "query_text"]
+
+RelationT = TypeVar("RelationT")
+"""What a union appends: this module only renders it, through ``query_text``'s ``text_of``
+(for :mod:`streamctl.spark.sql_text`, its ``Relation``)."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ STAR: Item = Item("*")
 
 
 @dataclass(frozen=True)
-class Step:
+class Step(Generic[RelationT]):
     """One step of a :class:`~streamctl.spark.sql_text.Relation`: ``project`` (``items``),
     ``where`` (``texts``: the condition), ``watermark`` (``texts``: the event-time column's
     name and the delay in milliseconds), ``union`` (``other``: the relation appended) or
@@ -73,7 +75,7 @@ class Step:
     kind: Literal["project", "where", "watermark", "union", "aggregate"]
     texts: tuple[str, ...] = ()
     items: tuple[Item, ...] = ()
-    other: Relation | None = None
+    other: RelationT | None = None
     keys: tuple[tuple[str, str], ...] = ()
     columns: tuple[str, ...] = ()
 
@@ -138,9 +140,9 @@ class _Block:
 def query_text(
     base: str,
     base_columns: Sequence[str],
-    steps: Sequence[Step],
+    steps: Sequence[Step[RelationT]],
     aliases: Iterator[int],
-    text_of: Callable[[Relation], str],
+    text_of: Callable[[RelationT], str],
 ) -> str:
     """The query of ``steps`` over the view ``base`` (its columns ``base_columns``), its
     subqueries aliased by numbers from ``aliases``; a union's other relation is

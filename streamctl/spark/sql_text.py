@@ -368,7 +368,7 @@ class Relation:
 
     def __init__(self, frame: DataFrame) -> None:
         self._base = frame
-        self._steps: tuple[Step, ...] = ()
+        self._steps: tuple[Step[Relation], ...] = ()
         self.columns: list[str] = list(frame.columns)
         self._base_columns = tuple(self.columns)
 
@@ -376,7 +376,7 @@ class Relation:
     def session(self) -> SparkSession:
         return self._base.sparkSession
 
-    def _then(self, step: Step, columns: list[str]) -> Relation:
+    def _then(self, step: Step[Relation], columns: list[str]) -> Relation:
         following = copy.copy(self)
         following._steps = (*self._steps, dataclasses.replace(step, columns=tuple(columns)))
         following.columns = columns
@@ -406,7 +406,7 @@ class Relation:
         """One row per group of the ``keys`` (expressions and their names), with the
         aggregates ``values``: ``groupBy(keys).agg(values)``."""
         keys, values = list(keys), list(values)
-        step = Step(
+        step: Step[Relation] = Step(
             "aggregate",
             items=tuple(_structured(value) for value in values),
             keys=tuple((key.text, name) for key, name in keys),
