@@ -28,11 +28,12 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from streamctl.activities.pass_activity import CatalogWork
-from streamctl.cli.frontend import EXIT_REFUSED, run_query_action, run_sql, settle_queries
+from streamctl.cli.frontend import run_query_action, run_sql, settle_queries
 from streamctl.client import query_wait
 from streamctl.client.coordinator_errors import InvalidRequest, TooLarge
 from streamctl.client.outbox import new_id
 from streamctl.client.query_wait import QueryWaitTimeout, wait_for_state, wait_pushed
+from streamctl.exit_codes import EXIT_REFUSED
 from streamctl.protocol import messages as m
 from streamctl.protocol.pass_io import PassInput, request_batches_json
 from streamctl.workflows.query_waits import QueryWait

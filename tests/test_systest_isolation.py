@@ -27,8 +27,8 @@ import pytest
 from rich.console import Console
 
 from streamctl import config
-from streamctl.cli.frontend import EXIT_USAGE
 from streamctl.client.client import CoordinatorClient
+from streamctl.exit_codes import EXIT_USAGE
 from streamctl.protocol import messages as m
 from streamctl.systest import progress as systest_cli
 from streamctl.systest import runner as systest

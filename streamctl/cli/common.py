@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from streamctl import config
-from streamctl.cli.frontend import EXIT_UNREACHABLE
+from streamctl.exit_codes import EXIT_UNREACHABLE
 from streamctl.protocol.coordinator_config import COORDINATOR_WORKFLOW_ID
 from streamctl.workflows.wire import connect
 

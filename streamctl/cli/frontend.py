@@ -26,12 +26,8 @@ from streamctl.client.client import CoordinatorClient
 from streamctl.client.coordinator_errors import CoordinatorError
 from streamctl.client.paging import PAGE_ROWS, complete_show_pages
 from streamctl.client.query_wait import QueryWaitTimeout
+from streamctl.exit_codes import EXIT_OK, EXIT_REFUSED
 from streamctl.protocol import messages as m
-
-EXIT_OK = 0
-EXIT_REFUSED = 1
-EXIT_USAGE = 2
-EXIT_UNREACHABLE = 3
 
 EXPLAIN_WAIT_S = 60.0
 """How long ``EXPLAIN`` waits for the agent's Spark plan (its first query builds slowly)."""

@@ -15,7 +15,8 @@ from streamctl.cli.common import (
     console,
     reachable_coordinator,
 )
-from streamctl.cli.frontend import EXIT_OK, ask
+from streamctl.cli.frontend import ask
+from streamctl.exit_codes import EXIT_OK
 from streamctl.protocol.coordinator_config import COORDINATOR_WORKFLOW_ID
 
 app = typer.Typer()

@@ -19,7 +19,7 @@ from streamctl.cli.common import (
     memory_size,
     temporal_address,
 )
-from streamctl.cli.frontend import EXIT_USAGE
+from streamctl.exit_codes import EXIT_USAGE
 from streamctl.protocol.coordinator_config import (
     COORDINATOR_TASK_QUEUE,
     COORDINATOR_WORKFLOW_ID,

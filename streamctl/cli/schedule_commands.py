@@ -19,11 +19,9 @@ from streamctl.cli.common import (
     temporal_address,
 )
 from streamctl.cli.frontend import (
-    EXIT_REFUSED,
-    EXIT_UNREACHABLE,
-    EXIT_USAGE,
     print_refusal,
 )
+from streamctl.exit_codes import EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE
 from streamctl.protocol.coordinator_config import COORDINATOR_TASK_QUEUE, COORDINATOR_WORKFLOW_ID
 from streamctl.workflows.wire import connect
 

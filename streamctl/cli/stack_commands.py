@@ -29,7 +29,7 @@ from streamctl.cli.common import (
     resolve_state_dir,
     temporal_address,
 )
-from streamctl.cli.frontend import EXIT_UNREACHABLE
+from streamctl.exit_codes import EXIT_UNREACHABLE
 from streamctl.protocol.coordinator_config import (
     COORDINATOR_WORKFLOW_ID,
     MAX_BATCH_TIMEOUT,

@@ -24,14 +24,13 @@ from streamctl.cli.common import (
     temporal_address,
 )
 from streamctl.cli.frontend import (
-    EXIT_REFUSED,
-    EXIT_USAGE,
     print_refusal,
     read_sql_file,
     run_sql,
 )
 from streamctl.cli.query_commands import WAIT_RUNNING
 from streamctl.cli.stack_commands import start_default_stack
+from streamctl.exit_codes import EXIT_REFUSED, EXIT_USAGE
 from streamctl.protocol.coordinator_config import COORDINATOR_WORKFLOW_ID
 
 app = typer.Typer()

@@ -35,8 +35,8 @@ from rich.progress import (
 from rich.table import Table
 
 from streamctl import config
-from streamctl.cli.frontend import EXIT_USAGE
 from streamctl.client.client import CoordinatorClient
+from streamctl.exit_codes import EXIT_USAGE
 from streamctl.systest.runner import (
     Outcome,
     Summary,
