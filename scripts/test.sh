@@ -12,6 +12,12 @@ if command -v pg_isready >/dev/null && ! pg_isready -h 127.0.0.1 -p 5432 -q; the
   fi
 fi
 
+# The documentation site (docs/, mkdocs.yml): strict, so a broken link or anchor fails here.
+# It is built into a temporary directory, never into the repository.
+docs_site=$(mktemp -d)
+trap 'rm -rf "$docs_site"' EXIT
+.venv/bin/mkdocs build --strict --site-dir "$docs_site/site"
+
 .venv/bin/ruff check streamctl tests
 .venv/bin/ruff format --check streamctl tests
 .venv/bin/mypy streamctl
