@@ -108,7 +108,7 @@ def catalog_url(state: Path | None = None) -> str:
 
 DEFAULT_BATCH_SIZE = 4000
 """Requests (and events) one pass takes at most. A pass costs ~45 ms whatever it holds, plus
-~85 µs per request, one pass at a time: 2000 gave ~8,700 requests/s under load and 4000
+~85 µs per request, one pass at a time: 2000 gives ~8,700 requests/s under load and 4000
 ~10,800 (``bench requests``, 2 cores), at no cost to one request alone (a pass runs as soon
 as the batching timeout has passed, full or not)."""
 DEFAULT_BATCH_TIMEOUT = 0.01

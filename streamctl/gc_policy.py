@@ -7,28 +7,18 @@ and the coordinator's pass processes
 which also calls :func:`freeze_what_is_loaded`) handle messages in bulk: a request's decoded
 JSON, its future, its response object and its ORM rows are containers that live for one round
 trip or one pass, long enough to survive a young collection. Under CPython's default
-thresholds (700, 10, 10) the collector then ran one young collection every 700 surviving
-containers and an older one every ten of those, each walking everything promoted so far.
+thresholds (700, 10, 10) the collector runs one young collection every 700 surviving
+containers and an older one every ten of those, each walking everything promoted so far: in
+``bench requests``' client process it takes about half of the process's CPU.
 
-Measured in ``bench requests``' client process (4,000 callers, 40,000 requests, the client
-library as shipped): the collector took 1.1-1.2 s of the process's 2.3-2.45 s of CPU (515 young,
-47 middle and 4 full collections; the full ones ~140 ms each). With the young threshold at
-10,000 the process used 1.6-1.7 s (about 20 young collections, one
-or two older) and the coordinator answered 9,350-9,530 requests/s instead of 8,370-8,520 in the
-same session.
-
-Ten thousand was still too few for a client with thousands of requests in flight (``bench
-requests``' 8,000 callers). The collector's count is container allocations *minus
-deallocations*, and the deaths of older objects (the previous round trip's) count against it,
-so the young generation held 30,000-100,000 objects whenever it was collected: each young
-collection took 20-70 ms (a pause of the client's loop, collecting nothing), about 20 of them
-in a 6 s measurement, ~0.6 s of the process's CPU in all. At :data:`YOUNG_GENERATION_THRESHOLD`
-= 100,000 the same run had 4 collections, 137 ms in all; in 4 interleaved pairs of runs the
-client's CPU per request went from 41.3/34.7/39.6/37.2 to 29.6/29.3/31.3/38.1 us and the
-coordinator answered 12,125/12,755/11,755/12,808 against 12,987/13,252/13,067/10,843
-requests/s (the last pair ran while the machine slowed: every process's CPU per request rose).
-Young collections then happen every hundred thousand surviving containers: the memory held by
+The young threshold is :data:`YOUNG_GENERATION_THRESHOLD` (100,000), not a mere 10,000: the
+collector's count is container allocations *minus deallocations*, and the deaths of older
+objects (the previous round trip's) count against it, so with thousands of requests in flight
+the young generation holds tens of thousands of objects whenever it is collected, and each
+young collection pauses the client's loop for 20-70 ms while collecting nothing. Young
+collections then happen every hundred thousand surviving containers: the memory held by
 unreachable cycles stays bounded by that (a few tens of MB at most), and nothing else changes.
+The figures are in docs/decisions.md.
 """
 
 from __future__ import annotations
@@ -51,7 +41,8 @@ def freeze_what_is_loaded() -> None:
     """Collect once, then move everything alive (the imported modules, what startup built) out
     of the collector's sight for good: the older collections no longer walk it. For processes
     whose startup state lives as long as they do; what they allocate later is collected as
-    usual. In the pass processes, walking the imported modules made the passes that ran an
-    old collection ~1.6x slower (mean pass 200 -> 157 ms in a 2,000-request pass benchmark)."""
+    usual. In the pass processes, walking the imported modules makes the passes that run an
+    old collection ~1.6x slower (mean pass 157 ms frozen, 200 ms not, in a 2,000-request pass
+    benchmark)."""
     gc.collect()
     gc.freeze()

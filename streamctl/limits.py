@@ -30,14 +30,14 @@ MAX_REQUEST_BYTES = 256 * 1024
 MAX_PASS_EVENT_BYTES = 512 * 1024
 """The events one pass takes, in all (their buffered sizes; always one event at least). A pass's
 input is one Temporal payload with its requests (``max_batch_bytes``, 1 MB by default), and
-Temporal fails a payload above 2 MB: a dozen events of ~250 KB each made an input of 2.3 MB,
-whose workflow task failed again on every retry."""
+Temporal fails a payload above 2 MB: a dozen events of ~250 KB each make an input of 2.3 MB,
+whose workflow task then fails on every retry."""
 LOCAL_PASS_MAX_MESSAGES = 32
 """A pass of at most this many requests and no event, not split from a failed one, runs as a
 local activity: inside the workflow task that decides it, on the coordinator worker,
-with no activity task and no second workflow task. An idle coordinator answered a request in
+with no activity task and no second workflow task. An idle coordinator answers a request in
 ~44 ms, ~23 of them the activity's round trips (three history events, a workflow task to take
-the result); as a local activity, ~31. While it runs, the workflow task stays open and new
+the result); as a local activity, in ~31. While it runs, the workflow task stays open and new
 messages wait at the server, so only small passes (a few milliseconds) take this path; the
 large ones of a busy coordinator run as activities, and the next batch gathers meanwhile."""
 MAX_RESPONSE_BYTES = 512 * 1024
@@ -54,8 +54,8 @@ MAX_PASS_RESULT_BYTES = 1536 * 1024
 MAX_PASS_WORK_SECONDS = 5.0
 """How long a pass applies requests: a request that comes up later is not applied but answered
 ``UNAVAILABLE ... ask again`` (the client library asks again, first in line). 600
-``CreateQuery`` requests with 110-term predicates took 14 s in one pass on 2 cores (a busy
-machine), near the pass's activity timeout (``pass_timeout``, 15 s by default); a pass past it
+``CreateQuery`` requests with 110-term predicates take 14 s in one pass on 2 busy cores,
+near the pass's activity timeout (``pass_timeout``, 15 s by default); a pass past it
 fails every attempt and is split again and again. A pass takes up to ``batch_size`` (4,000)
 requests. Events are always applied; a pass applies one request at least."""
 MAX_PASS_ACTION_BYTES = 256 * 1024
@@ -64,10 +64,11 @@ wait for the next pass, which follows at once."""
 MAX_ACTIONS_UNDER_WAY = 1000
 """Agent actions the coordinator workflow runs at once, each a pending activity: Temporal fails
 every workflow task that would hold more than 2,000 (``limit.numPendingActivities.error``),
-which wedged a coordinator asked to start 10,000 queries. A pass decides no more starts than
-there is room for; the other queries wait (``CREATED``/``RECOVERING``) for the passes that the
-actions' outcomes bring. Any other action past it (the stops of a mass drop) waits in the
-workflow, in order, until one under way ends (``CoordinatorConfig.max_actions_under_way``)."""
+so a coordinator asked to start 10,000 queries would make no progress. A pass decides no more
+starts than there is room for; the other queries wait (``CREATED``/``RECOVERING``) for the
+passes that the actions' outcomes bring. Any other action past it (the stops of a mass drop)
+waits in the workflow, in order, until one under way ends
+(``CoordinatorConfig.max_actions_under_way``)."""
 MAX_CARRIED_WAITING_ACTIONS = 8000
 """Actions waiting for room (:data:`MAX_ACTIONS_UNDER_WAY`) that continue-as-new carries to the
 next run at most; above this the run first lets the excess drain. A waiting stop encodes to
@@ -76,15 +77,16 @@ no more starts than there is room for."""
 MAX_STARTS_PER_PASS = 250
 """Start actions one pass decides at most; queries past it wait for the next pass, which
 follows at once. The workflow schedules every start of a pass in one workflow task (an
-activity each, its plan encoded), and again when it replays the run: a thousand of them made
+activity each, its plan encoded), and again when it replays the run: a thousand of them make
 that task take seconds on a loaded machine, past the SDK's deadlock detection (2 s), after
-which the worker could not evict the run and the coordinator stopped for good."""
+which the worker cannot evict the run (:mod:`streamctl.worker.stuck_runs`)."""
 MAX_ACTIONS_PER_TASK = 250
 """Agent actions (activities) the coordinator workflow schedules in one workflow task at most;
 the others wait in the workflow, in order, for the next tasks (:data:`ACTION_RELEASE_DELAY`).
-For the same reason as :data:`MAX_STARTS_PER_PASS`: the actions a run carries through
-continue-as-new (up to :data:`MAX_ACTIONS_UNDER_WAY` under way and more waiting) were all
-scheduled by the next run's first task, and a mass drop's stops by one pass's task."""
+For the same reason as :data:`MAX_STARTS_PER_PASS`: without it the next run's first task
+would schedule every action a run carries through continue-as-new (up to
+:data:`MAX_ACTIONS_UNDER_WAY` under way and more waiting), and one pass's task a mass drop's
+stops."""
 ACTION_RELEASE_DELAY = 0.05
 """How soon (seconds) the coordinator workflow schedules more actions when
 :data:`MAX_ACTIONS_PER_TASK` left some waiting with room for them under way."""
@@ -94,17 +96,17 @@ MORE_TO_START_DELAY = 0.05
 MAX_WINDOW_MILLIS = 100 * 365 * 24 * 3600 * 1000
 """The longest window size, slide or allowed lateness (a hundred years, in milliseconds): a
 statement over it is refused. Spark counts interval lengths in microseconds in 64 bits, and a
-size of 10**20 days failed only when the query started, after restarts."""
+size they cannot hold (10**20 days) fails only when the query starts, after restarts."""
 MAX_WINDOWS_PER_ROW = 1000
 """The most sliding windows one row may fall in (size over slide, rounded up): Spark copies
-each row once per window, and a 1000-day window sliding by 1 ms (86.4e9 copies per row) took
+each row once per window, and a 1000-day window sliding by 1 ms (86.4e9 copies per row) takes
 the agent's Spark down, and with it every other query on that agent."""
 MAX_RANDOM_STRING_LENGTH = 65_536
 """The longest ``RANDOMSTR`` a generator writes per row: each row is built in the agent's
-process, and a length of 10**14 grew it by 35 MB/s until it was killed."""
+process, and a length of 10**14 grows it by 35 MB/s until it is killed."""
 MAX_IN_LIST_VALUES = 1000
-"""The most values an ``IN (...)`` list may hold: a list of 12,000 over a generator took the
-agent's Spark down while it planned the query."""
+"""The most values an ``IN (...)`` list may hold: a list of 12,000 over a generator takes the
+agent's Spark down while it plans the query."""
 
 MAX_QUERY_WAITERS = 8
 """``wait_query`` updates one coordinator holds open at once (each holds one of Temporal's
@@ -132,5 +134,5 @@ MAX_CARRIED_SENDER_BYTES = 256 * 1024
 """What the workflow's memory of event senders (each sender's last batch number, to drop a
 batch delivered twice) may take in the carried state, its names counted as JSON writes them.
 A run that hears from more senders forgets the one it heard from least recently; without a
-bound, many distinct senders grew the state past the 2 MB payload limit and every workflow
-task failed."""
+bound, many distinct senders would grow the state past the 2 MB payload limit, failing every
+workflow task."""

@@ -354,8 +354,8 @@ class SparkQueries:
     @contextlib.contextmanager
     def _planning_work(self) -> Iterator[None]:
         """Spark work for no query (a plan built to validate or explain it): a death of Spark
-        meanwhile is blamed on none of the queries running here (one of them was blamed, and
-        contained after two explains of a statement that took Spark down)."""
+        meanwhile is blamed on none of the queries running here (otherwise two explains of a
+        statement that takes Spark down would get an innocent one contained)."""
         with self._registry:
             self._planning += 1
         try:

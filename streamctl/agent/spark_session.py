@@ -15,8 +15,8 @@ the next :func:`build_spark_session` launches a new JVM in the same Python proce
 The JVM is launched without PySpark's ``preexec_fn`` (:func:`_launch_driver`): a
 ``preexec_fn`` runs Python in the forked child before ``exec``, which Python's documentation
 calls unsafe in a process with threads, as an agent is (Temporal's, Py4J's, its queries'):
-once, under load, the rebuild of a lost JVM launched none for two minutes, its
-``spark-submit`` never reached ``exec``. And a launch that yields no JVM within
+under load the child can hang before ``exec``, and the rebuild of a lost JVM then launches
+none (see docs/decisions.md). And a launch that yields no JVM within
 :data:`LAUNCH_TIMEOUT_S` is killed, so that the build fails (and the agent retries) instead of
 waiting for ever, as PySpark would.
 """
@@ -64,13 +64,13 @@ BASE_CONFIG: Mapping[str, str] = {
     "spark.sql.streaming.ui.retainedProgressUpdates": "20",
     # Expressions reach the driver as SQL text (streamctl.spark.sql_text), which Spark's parser
     # reads recursively, on a py4j thread with the JVM's default 1 MiB stack: a chain of 100
-    # NES additions (300 nested parentheses and casts) overflowed it, refused as
+    # NES additions (300 nested parentheses and casts) overflows it, refused as
     # FAILED_TO_PARSE_TOO_COMPLEX; 400 pass with 16 MiB. Stacks are reserved, not committed.
     # The JIT compiles methods of any size: by default it leaves those above 8,000 bytes of
     # bytecode to the interpreter, and a stage of NES parsing, filter and formatting
-    # generates such a method (Spark falls back only above 64 KB). A planned JSON
-    # filter/project spent most of its time in its interpreted processNext (Java Flight
-    # Recorder); compiled, it ran in 4.4 s instead of 7.1 s (bench throughput).
+    # generates such a method (Spark falls back only above 64 KB). Interpreted, its
+    # processNext is most of a planned JSON filter/project's time (Java Flight Recorder);
+    # compiled, that query runs in 4.4 s instead of 7.1 s (bench throughput).
     "spark.driver.extraJavaOptions": f"-Xss16m {COMPILE_HUGE_METHODS}",
     "spark.executor.extraJavaOptions": COMPILE_HUGE_METHODS,
 }

@@ -44,7 +44,8 @@ WARM_UP_ROUNDS = 3
 """Rounds of both sides before the measured ones: the first starts of a JVM run interpreted
 code, and each side's JVM compiles its own."""
 DEPLOY_OVERHEAD_TARGET_MS = 150.0
-"""Issue 19: what a deploy through the coordinator may cost above ``writeStream.start()``."""
+"""What a deploy through the coordinator may cost above ``writeStream.start()`` (the product's
+target: see docs/decisions.md)."""
 
 
 def _median_ms(seconds: list[float]) -> float:

@@ -23,8 +23,8 @@ A coordinator worker that ends is started again, as by ``streamctl up``
 (``coordinator_worker_restarted`` says whether one was). Pass durations come from the
 workflow's ``status`` query (the last pass's duration, sampled every 100 ms: each pass once).
 Query states are read from the catalog itself (what every listing reports), not listed
-through the coordinator: paging 10,000 queries through it every second was a load of its own
-on the passes being measured. Everything is printed as one JSON object.
+through the coordinator: paging 10,000 queries through it every second would be a load of
+its own on the passes being measured. Everything is printed as one JSON object.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ What a run does
    :data:`MEASURE_S` seconds, alternating with the other side; the median counts. The rate
    is the query's steady rate, as a continuous query runs: a side's first run over the whole input
    also pays for the JVM compiling its generated code, which takes longer the more code
-   there is (the planned filter/project's first run took 4.3-9.3 s, its next ones
+   there is (the planned filter/project's first run takes 4.3-9.3 s, its next ones
    2.2-3.3 s; the hand-written one's 2.1-2.7 s, then 1.6-2.1 s), and a warm-up on a small
    input does not bring the JIT there.
 4. Prints per query ``planned_s``, ``hand_s``, both rows/s, ``ratio`` (hand time over planned
@@ -349,8 +349,8 @@ def _timed(start: Callable[[], Any]) -> tuple[float, float]:
 def _release_state(session: SparkSession) -> None:
     """Unload the state stores of the runs that ended. Spark keeps a finished query's
     state-store providers (their state in memory) loaded until its maintenance task, every
-    60 s, unloads them; the windowed join's runs (2M rows of state per side each) then piled
-    up in the heap after the other queries' runs and the bench ran out of it. Both sides
+    60 s, unloads them; the windowed join's runs (2M rows of state per side each) would pile
+    up in the heap after the other queries' runs until the bench runs out of it. Both sides
     start from the same clean heap this way; the next query's first state store starts the
     maintenance again."""
     jvm = session._jvm
@@ -361,23 +361,23 @@ def _release_state(session: SparkSession) -> None:
 WARM_UP_S: Final = 10.0
 """Unmeasured running time of each side before its measured runs (at least one run). The JIT
 compiles a query's code by how long it has run, not by how many runs: the Parquet tumbling
-query (1.2-1.4 s a run) was still getting faster at its tenth run, on both sides, so one
-warm-up run measured how far the JIT had got, more so on the side with more generated code;
-the windowed join (25 s a run) was warm after its first."""
+query (1.2-1.4 s a run) still gets faster at its tenth run, on both sides, so after one
+warm-up run the figure would measure how far the JIT has got, more so on the side with more
+generated code; the windowed join (25 s a run) is warm after its first."""
 
 REPEAT: Final = 3
-"""Measured runs of each side, at least: single runs of the same side on this machine varied
+"""Measured runs of each side, at least: single runs of the same side on this machine vary
 by up to a fifth."""
 
 MEASURE_S: Final = 10.0
 """Measured running time of each side, at least (more runs than :data:`REPEAT` where a run is
-short): the median of three 1.2 s runs of the Parquet query moved by a tenth from one bench
+short): the median of three 1.2 s runs of the Parquet query moves by a tenth from one bench
 run to the next, a fixed cost of a run (a batch's planning, the state store's commit, a
 pause of the garbage collector) deciding it."""
 
 DRIVER_MEMORY: Final = "4g"
 """The session's heap. A bounded run reads its whole input in one batch, so the windowed join
-holds both inputs as join state at once: with Spark's default of 1g the hand-written join ran
+holds both inputs as join state at once: with Spark's default of 1g the hand-written join runs
 out of heap at 500,000 rows and the planned one at 2,000,000."""
 
 

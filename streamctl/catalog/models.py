@@ -183,8 +183,8 @@ class ChangelogEntry(Base):
     id: Mapped[int] = mapped_column(
         BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
     )
-    # The snapshot version that made the change. No foreign key: its per-row check was most of
-    # a pass's changelog write, and the single writer inserts both rows in one transaction.
+    # The snapshot version that made the change. No foreign key: its per-row check would be
+    # most of a pass's changelog write, and the single writer inserts both rows in one transaction.
     version: Mapped[int] = mapped_column(BigInteger)
     seq: Mapped[int] = mapped_column(Integer)
     message_id: Mapped[str] = mapped_column(String(255))

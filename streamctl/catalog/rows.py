@@ -1,8 +1,8 @@
 """Catalog entities as a pass handles them: plain rows, one dataclass per entity table.
 
 The ORM models in :mod:`streamctl.catalog.models` define the schema and its migrations; a pass
-does not use them for entities. Hydrating and tracking ORM objects was a third of a pass that
-touches a thousand rows, so :class:`~streamctl.catalog.view.CatalogView` reads these rows with
+does not use them for entities. Hydrating and tracking ORM objects would be a third of a pass
+that touches a thousand rows, so :class:`~streamctl.catalog.view.CatalogView` reads these rows with
 plain SELECTs and writes what changed with set-based statements.
 
 Each row class has exactly the columns of its table, in table order (a unit test holds them

@@ -65,11 +65,11 @@ planned for the values it is given.
 psycopg prepares a statement on its fifth execution in a connection, and PostgreSQL may then
 plan it once for any parameters (a generic plan). Planned while a new catalog's tables are
 empty, that plan is a sequential scan, kept while they grow: the pass's look-up of 2,000
-request ids in 60,000 stored answers then took seconds. Not preparing costs a parse per
+request ids in 60,000 stored answers then takes seconds. Not preparing costs a parse per
 execution (the statements are planned per execution either way). Forcing custom plans for the
-whole connection instead (``plan_cache_mode = force_custom_plan``, ac295a4) also re-planned
-PostgreSQL's own foreign-key checks, one per row a pass deletes or inserts: a pass dropping
-533 logical sources spent 19 ms in them instead of 5 ms."""
+whole connection instead (``plan_cache_mode = force_custom_plan``) would also re-plan
+PostgreSQL's own foreign-key checks, one per row a pass deletes or inserts: 19 ms instead of
+5 ms in a pass dropping 533 logical sources. See docs/decisions.md."""
 
 
 def create_catalog_engine(url: str) -> Engine:
@@ -144,8 +144,8 @@ def bulk_insert(session: Session, table: Table, rows: list[dict[str, Any]]) -> N
         copy.write("\n".join(map("\t".join, zip(*texts, strict=True))) + "\n")
 
 
-# COPY's text format, written here rather than by psycopg's per-value dumpers, which were most
-# of the time a pass spent sending its rows: a row is its values joined by tabs, NULL is \N,
+# COPY's text format, written here rather than by psycopg's per-value dumpers, which would be
+# most of the time a pass spends sending its rows: a row is its values joined by tabs, NULL is \N,
 # and backslash, tab, newline and carriage return are escaped. A pass writes thousands of rows
 # of a few columns, so each column is written at once, by the types it holds: a column of
 # plain text or numbers takes no Python call per value.
@@ -228,10 +228,10 @@ def one_of(session: Session, column: Any, values: Iterable[Any]) -> ColumnElemen
     matches nothing).
 
     The set, not ``= ANY(ARRAY(SELECT ...))``: the planner does not see how many keys that
-    array holds, and on a table it took for small (a few hundred rows, or statistics from when
-    it was) it scanned the table comparing each row with every key. In ``bench requests``
-    that was 1,318 sinks times 2,978 keys, 93 ms for one look-up. A set is joined: hashed
-    against a scan of a small table, or looked up key by key in the index of a large one.
+    array holds, and on a table it takes for small (a few hundred rows, or statistics from when
+    it was) it scans the table comparing each row with every key (1,318 sinks times 2,978
+    keys: 93 ms for one look-up). A set is joined: hashed against a scan of a small table, or
+    looked up key by key in the index of a large one.
     """
     values = list(values)
     if session.get_bind().dialect.name == "postgresql":
@@ -251,13 +251,14 @@ def _json_keys(column: Any, values: list[Any]) -> str | None:
     and they are all text (storable: no NUL, no lone surrogate) for a text column or all
     64-bit integers for an integer column; None otherwise.
 
-    Measured against PostgreSQL 15 with 2,000 keys looked up in a 100,000-row primary key, a
-    bound array took 17-19 ms (psycopg writes it element by element, and the planner estimates
-    a constant array's selectivity element by element, then chose a sequential scan) and the
-    JSON text 5-7 ms (an index scan). A pass looks up its request ids and the names its
-    messages touch this way, several such queries each. The planner takes the JSON array for
-    about 100 keys whatever it holds, so for 100,000 keys a large table's index was looked up
-    key by key (358 ms) where the bound array's hashed sequential scan took 51 ms."""
+    On PostgreSQL 15, looking up 2,000 keys in a 100,000-row primary key takes 17-19 ms with a
+    bound array (psycopg writes it element by element, and the planner estimates a constant
+    array's selectivity element by element, then chooses a sequential scan) and 5-7 ms with
+    the JSON text (an index scan). A pass looks up its request ids and the names its messages
+    touch this way, several such queries each. The planner takes the JSON array for about 100
+    keys whatever it holds, so for 100,000 keys it would look a large table's index up key by
+    key (358 ms) where the bound array's hashed sequential scan takes 51 ms: hence the
+    limit."""
     if not values or len(values) > JSON_KEYS_LIMIT:
         return None
     kinds = {type(value) for value in values}

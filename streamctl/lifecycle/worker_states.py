@@ -4,7 +4,7 @@ States
 ------
 ``ALIVE``        registered and heard from within ``suspect_after`` seconds.
 ``SUSPECT``      no heartbeat for ``suspect_after`` seconds; still owns its queries.
-``DEAD``         no heartbeat for ``dead_after`` seconds; its queries are re-placed (issue 3).
+``DEAD``         no heartbeat for ``dead_after`` seconds; its queries are re-placed.
 ``UNREGISTERED`` the agent said goodbye (kept so pinned physical sources keep their worker), or
                  it was declared (``CREATE WORKER``) and its agent has not registered yet.
 

@@ -62,9 +62,9 @@ __all__ = [
 BASE_SHIFT_US: Final = 1
 """A source's event time ``e`` (ms) is the Spark time ``e * 1000 + 1`` us: Spark takes an event
 time at or before the watermark as late, and drops it in a stateful operator above another one
-while the watermark is still 0 (the first batch), which lost a row at ``e = 0`` in a second join
-(found by the differential test). One microsecond later, every NES window still holds the same
-rows (windows are assigned with the same shift)."""
+while the watermark is still 0 (the first batch): unshifted, a row at ``e = 0`` would be lost in
+a second join. One microsecond later, every NES window still holds the same rows (windows are
+assigned with the same shift). See docs/decisions.md."""
 
 MAX_GAPPED_WINDOW_COPIES: Final = 64
 """A gapped sliding window is assigned exactly when each row is copied at most this often."""
@@ -208,7 +208,7 @@ def analyze(root: plan.Operator) -> Stacking:
     ) -> None:
         carrier = trace(operator, time_column, result.position)
         if carrier is not None and name != "input" and gapped:
-            # Found by the Spark-vs-reference property: such a join emitted nothing on Spark.
+            # On Spark such a join emits nothing (see docs/decisions.md): refused, not wrong.
             raise PlannerError(
                 NOT_SUPPORTED,
                 "a window join with gaps between its windows (ADVANCE BY larger than SIZE) over "

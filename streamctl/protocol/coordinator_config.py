@@ -19,9 +19,10 @@ COORDINATOR_TASK_QUEUE = "coordinator"
 COORDINATOR_TASK_TIMEOUT = timedelta(seconds=30)
 """How long one workflow task of the coordinator may take (Temporal's default: 10 s). A worker
 that lost the run from its cache (a refused continue-as-new, a restarted worker) replays the
-whole run in one task; under ``bench scale``'s load on 2 cores a long run's replay took over
-10 s, timed out, and every later attempt replayed a longer run: the coordinator never ran
-again. The cost: a worker killed in the middle of a task delays the next one by up to this."""
+whole run in one task, and under load on 2 cores a long run's replay takes over 10 s; a
+replay that times out is followed by one of a still longer run, so the coordinator would never
+run again. The cost: a worker killed in the middle of a task delays the next one by up to
+this."""
 
 
 @dataclass

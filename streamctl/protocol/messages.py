@@ -120,7 +120,7 @@ _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 def field_names(cls: type) -> tuple[str, ...]:
     """A dataclass's field names in order, computed once per class: ``dataclasses.fields``
-    per message was a fifth of a busy ``try_send`` (the client), and mattered once per
+    per message would be a fifth of a busy ``try_send`` (the client), and matters once per
     request in a pass's decoding and in the payload converter."""
     names = _FIELD_NAMES.get(cls)
     if names is None:
@@ -132,8 +132,8 @@ def _plain(value: Any) -> Any:
     if isinstance(value, tuple | list):
         return [_plain(item) for item in value]
     if hasattr(value, "__dataclass_fields__"):
-        # A flat dataclass (ColumnSpec): ``asdict`` deep-copies and was most of a create
-        # request's encoding on a busy client. Unlike ``asdict`` this turns a nested
+        # A flat dataclass (ColumnSpec): ``asdict`` deep-copies, which would be most of a
+        # create request's encoding on a busy client. Unlike ``asdict`` this turns a nested
         # dataclass's tuples into lists and keeps its dicts as they are: a message kind that
         # nests such a dataclass must check that its body (a workflow input) stays the same.
         return {name: _plain(getattr(value, name)) for name in field_names(type(value))}
@@ -232,7 +232,8 @@ class GetWorker(Request):
 
 @dataclass(frozen=True)
 class DrainWorker(Request):
-    """Stop placing new queries on a worker; its running queries move with issue 3."""
+    """Stop placing new queries on a worker; its running queries stay until its agent leaves
+    or is declared dead, and then recover on other agents."""
 
     kind: ClassVar[str] = "DrainWorker"
     stage: ClassVar[int] = 1

@@ -18,7 +18,7 @@ Wrapping instead of errors needs ``spark.sql.ansi.enabled`` off while a DataFram
 (:data:`streamctl.spark.translate.SPARK_CONF`).
 
 Expressions are Spark SQL text (:mod:`streamctl.spark.sql_text`): the translator hands each
-column to the JVM in one call, where a tree of pyspark ``functions`` took a call per node.
+column to the JVM in one call, where a tree of pyspark ``functions`` takes a call per node.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def _literal(node: plan.LiteralExpr) -> Sql:
 
 
 # The UINT64 conversions name their operand once: an expression text that names an operand k
-# times grows k**depth with nested operations (a CASE naming it three times made four nested
+# times grows k**depth with nested operations (a CASE naming it three times makes four nested
 # UINT64 additions 5.7 million characters for Spark's parser).
 
 
@@ -97,7 +97,7 @@ def to_long_bits(value: Sql, type_name: str) -> Sql:
     :func:`from_long_bits` rely on too) the cast keeps a decimal's low 64 bits, which is
     that pattern (``tests/planner/test_translate_spark.py`` checks it at the bounds). The
     value is named once, so nested arithmetic stays linear in size; the exact
-    ``(v + 2**63) mod 2**64 - 2**63`` it replaces was a tenth of a tumbling window's executor
+    ``(v + 2**63) mod 2**64 - 2**63`` would be a tenth of a tumbling window's executor
     samples (decimal additions and remainders per row, Java Flight Recorder)."""
     return value.cast("BIGINT")
 

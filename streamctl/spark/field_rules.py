@@ -11,7 +11,7 @@ Connect server without it); the Java parses (``jvm/NesCsvFields.java``,
 :func:`accept` and :func:`in_range` also check typed input (``tuples.conform``).
 
 The expressions are Spark SQL text (:mod:`streamctl.spark.sql_text`): each projection reaches
-the JVM in one call per column, where building them with pyspark's functions took a call per
+the JVM in one call per column, where building them with pyspark's functions takes a call per
 node (2,400 of a CSV query's start). Each choice below that looks odd is for speed, measured
 with Java Flight Recorder; the docstrings say which.
 """
@@ -129,7 +129,7 @@ def _integer(text: Sql, nes_type: str, long_value: Sql | None = None) -> Sql:
     exactly what NES accepts (``try_cast`` alone would take ``+5`` or control characters
     around the digits). It runs only where the text is not the number's own decimal form
     (``-?[0-9]+`` without leading zeros): the usual text passes, and Java's regular
-    expressions (a ``Matcher`` per value) were a fifth of a CSV query's time (Java Flight
+    expressions (a ``Matcher`` per value) are a fifth of a CSV query's time (Java Flight
     Recorder; ``OR`` evaluates its right side only where the left is not true).
 
     A text is its number's own form exactly where it is as long as that form
@@ -165,8 +165,8 @@ def decimal_length(number: Sql) -> Sql:
 
     ``number`` is named 37 times: pass a column, not an expression. Spark's analyser walks the
     whole expression tree on every start; with the number written out (``TRY_CAST``) and
-    negated in each comparison, a source of three integer columns was an 18 KB query whose
-    analysis was a third of a planned CSV query's start."""
+    negated in each comparison, a source of three integer columns would be an 18 KB query
+    whose analysis is a third of a planned CSV query's start."""
     non_negative = S.when(number < 10, 1)
     negative = S.when(number > -10, 2)
     for count in range(2, 19):
@@ -306,10 +306,10 @@ def _plain_decimal_shape(text: Sql) -> Sql:
     or with characters up to U+0020 around it. The shape leaves only the decimal without
     ``+`` sign, suffix or characters around, which is NES's syntax less its ``inf``/``nan``
     words (those and every other text take the regular expression). Java's regular
-    expressions were a tenth of a CSV query's executor time (Java Flight Recorder). Every test
-    here looks at a fixed few bytes at either end, none counts or scans the text: ``right``
-    counted its characters twice, and with the scans for an ``x`` that was a fifth of a
-    planned CSV filter/project's executor samples. Characters compare as UTF-8 bytes, so no
+    expressions are a tenth of a CSV query's executor time (Java Flight Recorder). Every test
+    here looks at a fixed few bytes at either end, none counts or scans the text: counting
+    characters (``right`` does, twice) and scanning for an ``x`` cost a fifth of a planned
+    CSV filter/project's executor samples. Characters compare as UTF-8 bytes, so no
     other script's digit is between ``0`` and ``9``."""
     # a text begins with a digit where it sorts from "0" to before ":" (the byte after "9")
     starts_with_digit = (text >= "0") & (text < ":")

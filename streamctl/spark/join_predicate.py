@@ -70,7 +70,7 @@ class JoinPredicate:
         pattern is the value's, :func:`join_key_value`, which :func:`from_long_bits` inverts).
         Read so, the column is not in the join's state, which keeps a long instead of a
         ``DECIMAL(20,0)`` (a Java ``BigDecimal`` written and read again per row): the bench's
-        windowed join took 33 s hand-written with a ``DECIMAL(20,0)`` id against 24 s with a
+        windowed join takes 33 s hand-written with a ``DECIMAL(20,0)`` id against 24 s with a
         ``LONG`` one."""
         position = 0 if side == "left" else 1
         return {

@@ -2,7 +2,7 @@
 
 Why: Spark's analyser resolves a query in fixed-point iterations over the whole plan, and a
 plan nested one subquery per step (a source's parsing, the end-of-input marker, the event
-time, the watermark, a window, a sink's formatting: ~18 levels) took 13 iterations and
+time, the watermark, a window, a sink's formatting: ~18 levels) takes 13 iterations and
 ~100 ms to analyse, each micro-batch's optimiser another share: most of what a planned
 query's start costs above the same query written by hand. Steps that Spark would merge
 itself (``CollapseProject``, ``CombineFilters``) are merged here, in the text, where the

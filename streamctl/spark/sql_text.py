@@ -352,8 +352,8 @@ class Relation:
     Why: each ``selectExpr`` makes a new DataFrame, which Spark analyses at once, the whole
     plan below it again; a source's parsing and a sink's formatting are chains of up to a
     dozen projections (each stage computed once per row: Spark keeps a projection apart where
-    merging it would repeat a costly expression), and their ``selectExpr`` calls took ~0.45 s
-    of a planned query's ~0.9 s start under load, of which parsing the expressions ~0.1 s.
+    merging it would repeat a costly expression), and their ``selectExpr`` calls would take
+    ~0.45 s of a planned query's ~0.9 s start under load, of which parsing the expressions ~0.1 s.
     As one ``SELECT`` over temporary views of the DataFrames, its steps merged into as few
     nested blocks as give the same query (:mod:`~streamctl.spark.relation_blocks`), Spark
     parses and analyses the chain once, into the same projections and filters; a window's

@@ -6,8 +6,8 @@ eviction itself cannot finish (the interrupted activation left tasks behind: "Ev
 processed, but N tasks remain", or the eviction times out), the SDK retries it every 2 s,
 forever, and the run's slot stays taken: this worker never runs that workflow again. With one
 coordinator worker the coordinator then stops for good; every request times out and no agent
-is declared dead (seen under ``bench scale`` on 2 cores: an activation slowed past 2 s while
-encoding a large pass, and 116 tasks remained).
+is declared dead. A loaded 2-core machine is enough: an activation that encodes a large pass
+can take over 2 s (see docs/decisions.md).
 
 The SDK reports that only in its log, at ERROR, from ``temporalio.worker._workflow``.
 :class:`StuckRunWatchdog` is a logging handler on that logger: on such a record it logs why

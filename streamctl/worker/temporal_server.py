@@ -29,16 +29,16 @@ MAX_BUFFERED_EVENTS = 10_000
 tasks runs. Past Temporal's default of 100 it fails that task (``FORCE_CLOSE_COMMAND``) and the
 worker, which lost its cached run, replays the run's whole history in the next one; while that
 replay takes long enough for another 100 to arrive, no task of the coordinator completes again
-(measured: ``bench scale``'s 1,000 start outcomes plus 500 agents' signals wedged it for good,
-the signals past Temporal's per-run limit dropped). Buffered bytes keep their own limit
+and signals past Temporal's per-run limit are dropped (1,000 start outcomes plus 500 agents'
+signals are enough: see docs/decisions.md). Buffered bytes keep their own limit
 (``history.maximumBufferedEventsSizeInBytes``, 2 MB)."""
 SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=normal")
 """How the dev server's SQLite file commits. Without these each commit waits for the disk, and
 every step of a request is a commit: the workflow task that accepts it, the pass activity's
-schedule and result, the task that answers. Measured (machine under load) with
-``bench latency`` and the history's event times: a pass activity 21 ms from
-scheduled to completed (8 ms of it the activity itself), 8 ms from its result to the next
-workflow task; 11 ms and 3 ms with these. A write-ahead log synced at checkpoints keeps every
+schedule and result, the task that answers. Without them, on a loaded machine (``bench
+latency`` and the history's event times), a pass activity takes 21 ms from scheduled to
+completed (8 ms of it the activity itself) and the next workflow task follows its result
+after 8 ms; with them, 11 ms and 3 ms. A write-ahead log synced at checkpoints keeps every
 committed transaction when the server process dies (what ``streamctl up`` restarts after);
 only a crash of the machine itself may lose the last ones."""
 
@@ -76,14 +76,14 @@ def dev_server_command(
         "--dynamic-config-value",
         "frontend.enableUpdateWorkflowExecution=true",
         # The timer queue floors every timer at now + this shift (default 1 s), which would turn
-        # the coordinator's 50 ms batching timeout into a 1 s one (measured: a 50 ms timer fired
-        # after 970 ms).
+        # the coordinator's 50 ms batching timeout into a 1 s one (a 50 ms timer fires after
+        # ~970 ms).
         "--dynamic-config-value",
         f'history.timerProcessorMaxTimeShift="{TIMER_MAX_TIME_SHIFT}"',
         # The history service reads new tasks (an activity to dispatch, a workflow task after
         # an activity completed) from each shard's transfer queue at most this often per second
         # (default 20): up to 50 ms, ~30 ms on average, before a scheduled task reaches
-        # matching, twice per pass (measured: an idle request 88 ms at 20, 36 ms at 1000).
+        # matching, twice per pass (an idle request takes 88 ms at 20, 36 ms at 1000).
         "--dynamic-config-value",
         "history.transferProcessorMaxPollRPS=1000",
         "--dynamic-config-value",
