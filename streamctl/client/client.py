@@ -41,8 +41,14 @@ Guarantees
   events): ``*_blocking`` calls block, async calls wait, ``try_send`` raises
   :class:`OutboxFull` at once, ``send_timeout`` raises ``TimeoutError``.
 
-The outbox's items and their settlement are :mod:`streamctl.client.outbox`'s; the sending half,
-which runs on the client's loop, is :mod:`streamctl.client.pump`'s.
+Structure
+---------
+The client owns its thread, its loop and its connection (the workflow handle), and one
+:class:`~streamctl.client.pump.Pump`, which owns the outbox and the task on that loop that
+empties it (batches, retries, stats); the client makes each caller's message, queues it with
+the pump and waits for its outcome. The outbox's items and their settlement are
+:mod:`streamctl.client.outbox`'s; waiting for a query's state is
+:mod:`streamctl.client.query_wait`'s.
 """
 
 from __future__ import annotations
@@ -50,46 +56,24 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import itertools
 import logging
-import math
 import threading
 import time
 from collections import deque
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
 from temporalio.client import WorkflowHandle
 
 from streamctl import config
-from streamctl.client.coordinator_errors import (
-    ClientClosed,
-    ClientFailure,
-    OutboxFull,
-    RequestTimeout,
-    TooLarge,
-    unwrap,
-)
-from streamctl.client.outbox import Outgoing, Slots, Waiter, new_id
+from streamctl.client.coordinator_errors import OutboxFull, RequestTimeout, unwrap
+from streamctl.client.outbox import Outgoing, Slots, Waiter, expire, new_id
 from streamctl.client.paging import PAGE_ROWS, first_page, next_page
 from streamctl.client.pump import ClientStats, Pump, within
 from streamctl.client.query_wait import SETTLED_STATES, wait_pushed
-from streamctl.compact_json import dumps_bytes
-from streamctl.error_codes import ErrorCode
-from streamctl.limits import (
-    MAX_EVENTS_PER_SIGNAL,
-    MAX_REQUEST_BYTES,
-    MAX_REQUESTS_PER_UPDATE,
-)
+from streamctl.limits import MAX_EVENTS_PER_SIGNAL, MAX_REQUESTS_PER_UPDATE
 from streamctl.protocol.coordinator_config import COORDINATOR_WORKFLOW_ID
-from streamctl.protocol.messages import (
-    Envelope,
-    Event,
-    Request,
-    Response,
-    compaction_key,
-    merge_events,
-)
+from streamctl.protocol.messages import Envelope, Event, Request, Response
 from streamctl.workflows.payload_crypto import key_id
 from streamctl.workflows.query_waits import QueryWait
 from streamctl.workflows.wire import connect
@@ -110,7 +94,7 @@ async def _cancel_other_tasks() -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-class CoordinatorClient(Pump):
+class CoordinatorClient:
     """Sends requests and events to the coordinator; safe from many threads and tasks.
 
     ``payload_keys`` are the keys its payload codec decrypts with (default:
@@ -147,38 +131,35 @@ class CoordinatorClient(Pump):
         self.address = address
         self.namespace = namespace
         self.workflow_id = workflow_id
-        self.max_requests_per_update = max_requests_per_update
-        self.max_update_bytes = max_update_bytes
-        self.max_inflight_updates = max_inflight_updates
-        self.max_events_per_signal = max_events_per_signal
         self.request_timeout = request_timeout
-        self.sender = sender or f"client-{new_id()}"
         self.payload_keys = payload_keys
-        self.stats = ClientStats()
-
-        self._request_slots = Slots(max_outbox)
-        self._event_slots = Slots(max_outbox)
-        self._lock = threading.Lock()
-        self._requests: deque[Outgoing] = deque()
-        self._events: deque[Outgoing] = deque()
-        self._unsent_events_by_key: dict[tuple[str, str], Outgoing] = {}
-        self._inflight_updates = 0
-        self._sending_events = False
-        self._wake_scheduled = False
-        self._closed = False
-        self._broken: ClientFailure | None = None
-        """Set when the pump died: queued messages failed with it, new ones are refused."""
-        self._held_keys: tuple[str, ...] = ()
-        self._seq = itertools.count(1)
 
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="streamctl-client", daemon=True
         )
         self._thread.start()
-        self._wake: asyncio.Event | None = None
         self._handle: WorkflowHandle[Any, Any] | None = None
-        self._pump: asyncio.Task[None] | None = None
+        """The coordinator workflow's, once connected (the pump gets it too)."""
+        self._pump = Pump(
+            self._loop,
+            sender=sender or f"client-{new_id()}",
+            max_outbox=max_outbox,
+            max_requests_per_update=max_requests_per_update,
+            max_update_bytes=max_update_bytes,
+            max_inflight_updates=max_inflight_updates,
+            max_events_per_signal=max_events_per_signal,
+        )
+
+    @property
+    def sender(self) -> str:
+        """The name this client's event batches carry."""
+        return self._pump.sender
+
+    @property
+    def stats(self) -> ClientStats:
+        """What the pump has sent, retried and had answered so far."""
+        return self._pump.stats
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -193,23 +174,17 @@ class CoordinatorClient(Pump):
     async def _connect(self) -> None:
         keys = config.payload_keys() if self.payload_keys is None else self.payload_keys
         temporal = await connect(self.address, self.namespace, payload_keys=keys)
-        self._held_keys = tuple(key_id(key) for key in keys)
         self._handle = temporal.get_workflow_handle(self.workflow_id)
-        self._wake = asyncio.Event()
-        self._pump = asyncio.get_running_loop().create_task(self._run_pump())
-        self._pump.add_done_callback(self._after_pump)
+        self._pump.start(self._handle, tuple(key_id(key) for key in keys))
 
     def close(self, timeout: float = 30.0) -> None:
         """Deliver what is queued (up to ``timeout``), then stop the background thread."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            with self._lock:
-                idle = not self._requests and not self._events and self._inflight_updates == 0
-            if idle:
+            if self._pump.idle():
                 break
             time.sleep(0.01)
-        self._closed = True
-        self._fail_queued(ClientClosed, "client closed before delivery")
+        self._pump.close()
         if self._thread.is_alive():
             # Cancel and await the pump and its sends on their own loop, so none is destroyed
             # while still pending when the loop stops.
@@ -339,9 +314,7 @@ class CoordinatorClient(Pump):
         budget = self._budget(timeout)
         deadline = time.monotonic() + budget
         try:
-            item = self._enqueue(
-                envelope, self._request_slots, self._requests, budget, deadline, budget
-            )
+            item = self._pump.queue_request(envelope, budget, deadline, budget)
         except OutboxFull:
             raise _outbox_timeout(envelope, budget) from None
         future = item.future
@@ -350,7 +323,7 @@ class CoordinatorClient(Pump):
             response = future.result(max(0.0, deadline - time.monotonic()))
         except concurrent.futures.TimeoutError:
             # Ours to settle now; if the answer won the race, result() returns it instead.
-            self._expire([item])
+            expire([item])
             response = future.result()
         assert response is not None
         return response
@@ -369,15 +342,7 @@ class CoordinatorClient(Pump):
         deadline = time.monotonic() + budget
         while True:
             try:
-                return self._enqueue(
-                    envelope,
-                    self._request_slots,
-                    self._requests,
-                    0,
-                    deadline,
-                    budget,
-                    waiter,
-                )
+                return self._pump.queue_request(envelope, 0, deadline, budget, waiter)
             except OutboxFull:
                 if time.monotonic() >= deadline:
                     raise _outbox_timeout(envelope, budget) from None
@@ -391,7 +356,7 @@ class CoordinatorClient(Pump):
         # queued then, unless the answer won the race), not asyncio.wait, whose waiter future
         # and callbacks cost ~12 us more per request (100,000 awaits: 33 against 20 us each).
         deadline = item.waiter.loop.call_later(
-            max(0.0, item.deadline - time.monotonic()), self._expire, [item]
+            max(0.0, item.deadline - time.monotonic()), expire, [item]
         )
         try:
             # Cancelled here, the future is cancelled too: nobody will read its outcome now.
@@ -446,109 +411,45 @@ class CoordinatorClient(Pump):
         return future
 
     def _enqueue_event(self, event: Event, timeout: float | None, *, awaited: bool) -> Outgoing:
-        # Events have no deadline: they are retried until accepted (module docstring). One
-        # nobody waits for gets no future: making one was a third of try_send's time.
-        return self._enqueue(
-            event.to_envelope(new_id()),
-            self._event_slots,
-            self._events,
-            timeout,
-            math.inf,
-            math.inf,
-            awaited=awaited,
-        )
+        # One nobody waits for gets no future: making one was a third of try_send's time.
+        return self._pump.queue_event(event.to_envelope(new_id()), timeout, awaited=awaited)
 
     def flush_events(self, timeout: float = 60.0) -> None:
         """Block until every queued event has been accepted by the coordinator."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            with self._lock:
-                if not self._events and not self._sending_events:
-                    return
+            if self._pump.events_delivered():
+                return
             time.sleep(0.005)
         raise TimeoutError("events still queued")
 
-    # --- the outbox --------------------------------------------------------------------------
+    # --- the pump's state, as tests look at it ----------------------------------------------
+    # Tests read the outbox through the client, and replace its batching to kill the pump
+    # (test_client_deadlines): these hand the pump's own state over, and pass a replacement on.
 
-    def _enqueue(
-        self,
-        envelope: Envelope,
-        slots: Slots,
-        queue: deque[Outgoing],
-        timeout: float | None,
-        deadline: float,
-        budget: float,
-        waiter: Waiter | None = None,
-        *,
-        awaited: bool = True,
-    ) -> Outgoing:
-        """Queue ``envelope`` until ``deadline`` (monotonic, ``budget`` seconds after the call);
-        its outcome goes to ``waiter`` if given, else to the item's future. :class:`OutboxFull`
-        when no slot frees within ``timeout``. An event not ``awaited`` gets no future."""
-        if self._closed:
-            raise ClientClosed("client is closed")
-        if self._broken is not None:
-            raise ClientFailure(str(self._broken))
-        wire = dumps_bytes(envelope)
-        future: concurrent.futures.Future[Response | None] | None = (
-            concurrent.futures.Future() if waiter is None and awaited else None
-        )
-        item = Outgoing(envelope, wire, deadline, budget, slots, future=future, waiter=waiter)
-        if len(wire) > MAX_REQUEST_BYTES:
-            error = TooLarge(
-                f"{envelope.kind} is {len(wire)} bytes; "
-                f"the limit for one message is {MAX_REQUEST_BYTES}",
-                request_id=envelope.id,
-            )
-            if queue is not self._requests:
-                raise error
-            refused = Response(
-                id=envelope.id,
-                ok=False,
-                error_code=ErrorCode.TOO_LARGE,
-                error_message=error.message,
-            )
-            # Answered here, holding no slot: settled without going through the outbox.
-            item.settled = True
-            if waiter is not None:
-                waiter.future.set_result(refused)  # the caller's own loop: no hand-over needed
-            else:
-                assert future is not None
-                future.set_result(refused)
-            return item
-        if not slots.take(timeout):
-            raise OutboxFull("the client's outbox is full")
-        with self._lock:
-            if queue is self._events and self._merge_unsent_event(item):
-                return item
-            queue.append(item)
-            wake = not self._wake_scheduled
-            self._wake_scheduled = True
-        if wake:
-            self._loop.call_soon_threadsafe(self._set_wake)
-        if self._broken is not None:
-            self._fail_queued(ClientFailure, str(self._broken))  # the pump died meanwhile
-        return item
+    @property
+    def _requests(self) -> deque[Outgoing]:
+        return self._pump.requests
 
-    def _merge_unsent_event(self, item: Outgoing) -> bool:
-        """Fold ``item`` into an unsent event with the same compaction key (caller holds the lock).
+    @property
+    def _events(self) -> deque[Outgoing]:
+        return self._pump.events
 
-        The coordinator would compact them anyway; doing it here keeps signals (and the
-        workflow's history) small under high heartbeat rates. Counts add up, so nothing is lost.
-        """
-        key = compaction_key(item.envelope)
-        if key is None:
-            return False
-        older = self._unsent_events_by_key.get(key)
-        merged = merge_events(older.envelope, item.envelope) if older is not None else None
-        if older is None or merged is None:
-            self._unsent_events_by_key[key] = item
-            return False
-        older.envelope = merged
-        older.merged += 1
-        if item.future is not None:
-            older.followers.append(item.future)
-        return True
+    @property
+    def _event_slots(self) -> Slots:
+        return self._pump.event_slots
+
+    @property
+    def _inflight_updates(self) -> int:
+        return self._pump.inflight_updates
+
+    @property
+    def _take(self) -> Callable[[deque[Outgoing], int, int], list[Outgoing]]:
+        return self._pump.take
+
+    @_take.setter
+    def _take(self, take: Callable[[deque[Outgoing], int, int], list[Outgoing]]) -> None:
+        self._pump.take = take  # type: ignore[method-assign, assignment]
 
     def _call(self, coroutine: Coroutine[Any, Any, T], timeout: float | None) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)

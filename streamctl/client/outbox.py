@@ -1,7 +1,8 @@
 """The client's outbox: the ids messages carry (:func:`new_id`), a message waiting for its
-outcome (:class:`Outgoing`), the room it holds (:class:`Slots`), and :func:`settle`, which gives
-each message its outcome exactly once, from any thread (the protocol and guarantees are
-:mod:`streamctl.client.client`'s)."""
+outcome (:class:`Outgoing`), the room it holds (:class:`Slots`), :func:`settle`, which gives
+each message its outcome exactly once, from any thread, and :func:`expire`, the outcome of one
+whose deadline passed (the protocol and guarantees are :mod:`streamctl.client.client`'s; the
+queues themselves are :class:`~streamctl.client.pump.Pump`'s)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import contextlib
 import itertools
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from streamctl.client.coordinator_errors import RequestTimeout
 from streamctl.protocol.messages import Envelope, Response
 
 _ID_PREFIX = uuid.uuid4().hex[:16]
@@ -112,6 +114,22 @@ def settle(items: Iterable[Outgoing], outcome_of: Callable[[Outgoing], Any]) -> 
         _hand_over(loop, outcomes)
     for slots, count in released.items():
         slots.give(count)
+
+
+def expire(items: Sequence[Outgoing]) -> None:
+    """Fail ``items`` that are still unanswered with :class:`RequestTimeout`."""
+
+    def timeout(item: Outgoing) -> RequestTimeout:
+        envelope = item.envelope
+        last = f"; last error: {item.last_error}" if item.last_error else ""
+        return RequestTimeout(
+            f"no answer to {envelope.kind} {envelope.id} within {item.budget:g}s{last} (the "
+            "request may have been applied: asking again with the same request id gets "
+            "its answer)",
+            request_id=envelope.id,
+        )
+
+    settle(items, timeout)
 
 
 @dataclass(frozen=True)

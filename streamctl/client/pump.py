@@ -1,19 +1,44 @@
-"""The client's pump: the half of :class:`~streamctl.client.client.CoordinatorClient` that runs on
-the client's own loop. It takes batches from the outbox, sends requests as ``submit`` updates and
-events as ``events`` signals, retries what Temporal turns away (:func:`_retryable`), reads the
-answers and settles every message it carries (the protocol and guarantees are
-:mod:`streamctl.client.client`'s)."""
+"""The client's pump: the outbox of a :class:`~streamctl.client.client.CoordinatorClient` and
+the task on the client's own loop that empties it.
+
+Protocol
+--------
+Callers on any thread queue messages (:meth:`Pump.queue_request`, :meth:`Pump.queue_event`),
+each holding one slot of its half of the bounded outbox until it is settled; an event with the
+same compaction key as an unsent one folds into it. Queueing wakes the pump's task, which takes
+batches (bounded in count and bytes) and sends requests as ``submit`` updates (at most
+``max_inflight_updates`` at once) and events as ``events`` signals (one at a time, numbered by
+``seq`` per sender), retries what Temporal turns away (:func:`_retryable`) with backoff, reads
+the answers and settles every message it carries.
+
+Guarantees
+----------
+* Every message queued is settled exactly once (:func:`~streamctl.client.outbox.settle`): by
+  its answer, by its deadline's
+  :class:`~streamctl.client.coordinator_errors.RequestTimeout`, or by a typed error; whatever goes
+  wrong in a send reaches the callers of its batch.
+* A request whose deadline passed or whose caller gave up is never sent; a retry of an update
+  reuses its update id and its requests' ids, so nothing is applied twice. An answer asking
+  again (:data:`~streamctl.error_codes.ASK_AGAIN`) queues its request again, first in line.
+* An event batch is retried under its ``seq`` until accepted, or refused for good.
+* A pump that died fails what is queued with its cause and refuses new messages with it.
+
+The client's guarantees as its callers see them are :mod:`streamctl.client.client`'s.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import itertools
 import logging
+import math
 import random
 import threading
 import time
 import zlib
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -33,14 +58,22 @@ from streamctl.client.coordinator_errors import (
     ClientFailure,
     CoordinatorUnavailable,
     MissingPayloadKey,
-    RequestTimeout,
+    OutboxFull,
+    TooLarge,
     UndecodableAnswer,
 )
-from streamctl.client.outbox import Outgoing, new_id, settle
-from streamctl.error_codes import asks_again
-from streamctl.limits import MAX_EVENT_BATCH_BYTES
+from streamctl.client.outbox import Outgoing, Slots, Waiter, expire, new_id, settle
+from streamctl.compact_json import dumps_bytes
+from streamctl.error_codes import ErrorCode, asks_again
+from streamctl.limits import MAX_EVENT_BATCH_BYTES, MAX_REQUEST_BYTES
 from streamctl.protocol import refusals
-from streamctl.protocol.messages import EventBatch, Response, compaction_key
+from streamctl.protocol.messages import (
+    Envelope,
+    EventBatch,
+    Response,
+    compaction_key,
+    merge_events,
+)
 from streamctl.raw_payloads import JSON_ENCODING, json_payload
 from streamctl.workflows.payload_crypto import PayloadKeyError, encrypted_with
 
@@ -99,52 +132,201 @@ class ClientStats:
 
 
 class Pump:
-    """The sending half of :class:`~streamctl.client.client.CoordinatorClient`, whose
-    constructor sets the state declared here; every method but :meth:`_fail_queued` and
-    :meth:`_expire` runs on the client's loop."""
+    """The client's outbox and the task that empties it, on the client's loop.
 
-    sender: str
-    stats: ClientStats
-    max_requests_per_update: int
-    max_update_bytes: int
-    max_inflight_updates: int
-    max_events_per_signal: int
-    _lock: threading.Lock
-    _requests: deque[Outgoing]
-    _events: deque[Outgoing]
-    _unsent_events_by_key: dict[tuple[str, str], Outgoing]
-    _inflight_updates: int
-    _sending_events: bool
-    _wake_scheduled: bool
-    _closed: bool
-    _broken: ClientFailure | None
-    _held_keys: tuple[str, ...]
-    _seq: Iterator[int]
-    _wake: asyncio.Event | None
-    _handle: WorkflowHandle[Any, Any] | None
+    Callers on any thread queue messages with :meth:`queue_request` and :meth:`queue_event`;
+    the pump's task (started by :meth:`start`) sends them and settles each. Its state is its
+    own: the two queues and their room, the unsent events by compaction key, the sends in
+    flight, the event batches' numbers, its stats, whether it was closed or died.
+    """
 
-    @staticmethod
-    def _expire(items: Sequence[Outgoing]) -> None:
-        """Fail ``items`` that are still unanswered with :class:`RequestTimeout`."""
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        sender: str,
+        max_outbox: int,
+        max_requests_per_update: int,
+        max_update_bytes: int,
+        max_inflight_updates: int,
+        max_events_per_signal: int,
+    ) -> None:
+        self.sender = sender
+        """The name the event batches carry; the workflow numbers their ``seq`` per sender."""
+        self.max_requests_per_update = max_requests_per_update
+        self.max_update_bytes = max_update_bytes
+        self.max_inflight_updates = max_inflight_updates
+        self.max_events_per_signal = max_events_per_signal
+        self.stats = ClientStats()
+        self.request_slots = Slots(max_outbox)
+        self.event_slots = Slots(max_outbox)
+        self.requests: deque[Outgoing] = deque()
+        """Requests waiting to be sent, oldest first (asked again: first in line)."""
+        self.events: deque[Outgoing] = deque()
+        """Events waiting to be sent, oldest first."""
+        self.inflight_updates = 0
+        """``submit`` updates under way (at most ``max_inflight_updates``)."""
+        self._loop = loop
+        """The client's loop: the pump's task runs there, and queueing wakes it there."""
+        self._lock = threading.Lock()
+        """Guards the queues, ``_unsent_events_by_key`` and ``_wake_scheduled``: callers queue
+        from any thread while the pump takes on its loop."""
+        self._unsent_events_by_key: dict[tuple[str, str], Outgoing] = {}
+        self._sending_events = False
+        self._wake_scheduled = False
+        """A wake-up of the pump is on its way: queueing more needs no other."""
+        self._closed = False
+        self._broken: ClientFailure | None = None
+        """Set when the pump died: queued messages failed with it, new ones are refused."""
+        self._held_keys: tuple[str, ...] = ()
+        """The ids of the payload keys the client decrypts with, for :class:`MissingPayloadKey`."""
+        self._seq = itertools.count(1)
+        self._wake: asyncio.Event | None = None
+        self._handle: WorkflowHandle[Any, Any] | None = None
+        self._task: asyncio.Task[None] | None = None
+        """The pump's task, held here because the loop holds its tasks only weakly."""
 
-        def timeout(item: Outgoing) -> RequestTimeout:
-            envelope = item.envelope
-            last = f"; last error: {item.last_error}" if item.last_error else ""
-            return RequestTimeout(
-                f"no answer to {envelope.kind} {envelope.id} within {item.budget:g}s{last} (the "
-                "request may have been applied: asking again with the same request id gets "
-                "its answer)",
+    # --- on the client's loop: starting ----------------------------------------------------
+
+    def start(self, handle: WorkflowHandle[Any, Any], held_keys: tuple[str, ...]) -> None:
+        """Start sending to the workflow of ``handle`` (on the client's loop, once connected);
+        ``held_keys`` are the ids of the payload keys the client decrypts with."""
+        self._held_keys = held_keys
+        self._handle = handle
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._task.add_done_callback(self._after_run)
+
+    # --- from any thread: queueing, and what is left ----------------------------------------
+
+    def queue_request(
+        self,
+        envelope: Envelope,
+        timeout: float | None,
+        deadline: float,
+        budget: float,
+        waiter: Waiter | None = None,
+    ) -> Outgoing:
+        """Queue a request until ``deadline`` (see :meth:`_queue`)."""
+        return self._queue(
+            envelope, self.request_slots, self.requests, timeout, deadline, budget, waiter
+        )
+
+    def queue_event(self, envelope: Envelope, timeout: float | None, *, awaited: bool) -> Outgoing:
+        """Queue an event (see :meth:`_queue`); it has no deadline: it is retried until
+        accepted."""
+        return self._queue(
+            envelope,
+            self.event_slots,
+            self.events,
+            timeout,
+            math.inf,
+            math.inf,
+            awaited=awaited,
+        )
+
+    def idle(self) -> bool:
+        """Whether nothing is queued and no update is under way."""
+        with self._lock:
+            return not self.requests and not self.events and self.inflight_updates == 0
+
+    def events_delivered(self) -> bool:
+        """Whether every queued event has been accepted by the coordinator."""
+        with self._lock:
+            return not self.events and not self._sending_events
+
+    def close(self) -> None:
+        """Refuse new messages and fail what is still queued with :class:`ClientClosed`; sends
+        under way end when the client cancels the tasks on its loop."""
+        self._closed = True
+        self._fail_queued(ClientClosed, "client closed before delivery")
+
+    def _queue(
+        self,
+        envelope: Envelope,
+        slots: Slots,
+        queue: deque[Outgoing],
+        timeout: float | None,
+        deadline: float,
+        budget: float,
+        waiter: Waiter | None = None,
+        *,
+        awaited: bool = True,
+    ) -> Outgoing:
+        """Queue ``envelope`` until ``deadline`` (monotonic, ``budget`` seconds after the call);
+        its outcome goes to ``waiter`` if given, else to the item's future. :class:`OutboxFull`
+        when no slot frees within ``timeout``. An event not ``awaited`` gets no future."""
+        if self._closed:
+            raise ClientClosed("client is closed")
+        if self._broken is not None:
+            raise ClientFailure(str(self._broken))
+        wire = dumps_bytes(envelope)
+        future: concurrent.futures.Future[Response | None] | None = (
+            concurrent.futures.Future() if waiter is None and awaited else None
+        )
+        item = Outgoing(envelope, wire, deadline, budget, slots, future=future, waiter=waiter)
+        if len(wire) > MAX_REQUEST_BYTES:
+            error = TooLarge(
+                f"{envelope.kind} is {len(wire)} bytes; "
+                f"the limit for one message is {MAX_REQUEST_BYTES}",
                 request_id=envelope.id,
             )
+            if queue is not self.requests:
+                raise error
+            refused = Response(
+                id=envelope.id,
+                ok=False,
+                error_code=ErrorCode.TOO_LARGE,
+                error_message=error.message,
+            )
+            # Answered here, holding no slot: settled without going through the outbox.
+            item.settled = True
+            if waiter is not None:
+                waiter.future.set_result(refused)  # the caller's own loop: no hand-over needed
+            else:
+                assert future is not None
+                future.set_result(refused)
+            return item
+        if not slots.take(timeout):
+            raise OutboxFull("the client's outbox is full")
+        with self._lock:
+            if queue is self.events and self._merge_unsent_event(item):
+                return item
+            queue.append(item)
+            wake = not self._wake_scheduled
+            self._wake_scheduled = True
+        if wake:
+            self._loop.call_soon_threadsafe(self._set_wake)
+        if self._broken is not None:
+            self._fail_queued(ClientFailure, str(self._broken))  # the pump died meanwhile
+        return item
 
-        settle(items, timeout)
+    def _merge_unsent_event(self, item: Outgoing) -> bool:
+        """Fold ``item`` into an unsent event with the same compaction key (caller holds the lock).
+
+        The coordinator would compact them anyway; doing it here keeps signals (and the
+        workflow's history) small under high heartbeat rates. Counts add up, so nothing is lost.
+        """
+        key = compaction_key(item.envelope)
+        if key is None:
+            return False
+        older = self._unsent_events_by_key.get(key)
+        merged = merge_events(older.envelope, item.envelope) if older is not None else None
+        if older is None or merged is None:
+            self._unsent_events_by_key[key] = item
+            return False
+        older.envelope = merged
+        older.merged += 1
+        if item.future is not None:
+            older.followers.append(item.future)
+        return True
 
     def _fail_queued(self, error: Callable[[str], BaseException], reason: str) -> None:
         """Settle everything still in the outbox with ``error(reason)``."""
         with self._lock:
-            leftovers = list(self._requests) + list(self._events)
-            self._requests.clear()
-            self._events.clear()
+            leftovers = list(self.requests) + list(self.events)
+            self.requests.clear()
+            self.events.clear()
             self._unsent_events_by_key.clear()
         settle(leftovers, lambda _item: error(reason))
 
@@ -152,9 +334,9 @@ class Pump:
         if self._wake is not None:
             self._wake.set()
 
-    # --- the pump (runs on the client's loop) -----------------------------------------------
+    # --- on the client's loop: sending ------------------------------------------------------
 
-    async def _run_pump(self) -> None:
+    async def _run(self) -> None:
         assert self._wake is not None
         inflight: set[asyncio.Task[None]] = set()
         event_task: asyncio.Task[None] | None = None
@@ -164,8 +346,8 @@ class Pump:
             with self._lock:
                 self._wake_scheduled = False
             while len(inflight) < self.max_inflight_updates:
-                batch = self._take(
-                    self._requests, self.max_requests_per_update, self.max_update_bytes
+                batch = self.take(
+                    self.requests, self.max_requests_per_update, self.max_update_bytes
                 )
                 if not batch:
                     break
@@ -173,8 +355,8 @@ class Pump:
                 inflight.add(task)
                 task.add_done_callback(lambda t: self._after_update(inflight, t))
             if event_task is None or event_task.done():
-                batch = self._take(
-                    self._events,
+                batch = self.take(
+                    self.events,
                     self.max_events_per_signal,
                     # Half the workflow's bound: it measures events by repr, not JSON.
                     min(4 * self.max_update_bytes, MAX_EVENT_BATCH_BYTES // 2),
@@ -183,15 +365,15 @@ class Pump:
                     self._sending_events = True
                     event_task = asyncio.create_task(self._carrying(batch, self._send_events))
                     event_task.add_done_callback(lambda _t: self._after_send(events_done=True))
-            self._inflight_updates = len(inflight)
+            self.inflight_updates = len(inflight)
 
-    def _after_pump(self, pump: asyncio.Task[None]) -> None:
-        """The pump ends only when cancelled by :meth:`close`; if it died, nothing queued
-        would ever move, so everything queued fails with the cause and new messages are
-        refused with it."""
-        if pump.cancelled():
+    def _after_run(self, task: asyncio.Task[None]) -> None:
+        """The pump ends only when the client cancels it on closing; if it died, nothing
+        queued would ever move, so everything queued fails with the cause and new messages
+        are refused with it."""
+        if task.cancelled():
             return
-        error = pump.exception()
+        error = task.exception()
         if error is None:
             return
         log.error("the client's pump failed; failing every queued message", exc_info=error)
@@ -216,7 +398,7 @@ class Pump:
 
     def _after_update(self, inflight: set[asyncio.Task[None]], task: asyncio.Task[None]) -> None:
         inflight.discard(task)
-        self._inflight_updates = len(inflight)
+        self.inflight_updates = len(inflight)
         self._after_send()
 
     def _after_send(self, events_done: bool = False) -> None:
@@ -226,7 +408,7 @@ class Pump:
             self._wake_scheduled = True
         self._set_wake()
 
-    def _take(self, queue: deque[Outgoing], max_count: int, max_bytes: int) -> list[Outgoing]:
+    def take(self, queue: deque[Outgoing], max_count: int, max_bytes: int) -> list[Outgoing]:
         """The next batch from ``queue``; requests whose callers gave up or whose deadline
         passed are dropped unsent (expired ones get their timeout here)."""
         batch: list[Outgoing] = []
@@ -238,7 +420,7 @@ class Pump:
                 if batch and total + len(queue[0].wire) > max_bytes:
                     break
                 item = queue.popleft()
-                key = compaction_key(item.envelope) if queue is self._events else None
+                key = compaction_key(item.envelope) if queue is self.events else None
                 if key is not None and self._unsent_events_by_key.get(key) is item:
                     del self._unsent_events_by_key[key]
                 if item.settled:
@@ -248,7 +430,7 @@ class Pump:
                     continue
                 total += len(item.wire)
                 batch.append(item)
-        self._expire(expired)
+        expire(expired)
         return batch
 
     async def _send_update(self, batch: list[Outgoing]) -> None:
@@ -259,7 +441,7 @@ class Pump:
         update_id = f"u-{new_id()}"
         while True:
             now = time.monotonic()
-            self._expire([item for item in batch if item.deadline <= now])
+            expire([item for item in batch if item.deadline <= now])
             batch = [item for item in batch if not item.settled]  # answered, or given up
             if not batch:
                 return
@@ -323,7 +505,7 @@ class Pump:
         for item in items:
             item.last_error = "its pass could not answer it then (asked again)"
         with self._lock:
-            self._requests.extendleft(reversed(items))
+            self.requests.extendleft(reversed(items))
         self._after_send()
 
     def _undecodable(self, error: Exception) -> UndecodableAnswer:

@@ -23,6 +23,10 @@ shared with other waits) still answers a query that is where the wait wants it, 
 ``NOT_FOUND`` for one that does not exist. It raises only :class:`QueryWaitTimeout` (with the
 last state seen) or the coordinator's ``NOT_FOUND`` (a query dropped meanwhile), never on a
 state.
+
+A wait takes any client that can ask (:class:`Asker`) and, for a pushed one, send the
+``wait_query`` update (:class:`PushedWaitAsker`): :class:`~streamctl.client.client.
+CoordinatorClient` is both, and offers these waits as its own methods.
 """
 
 from __future__ import annotations
@@ -31,14 +35,13 @@ import asyncio
 import math
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from streamctl.client.coordinator_errors import NotFound, RequestTimeout
 from streamctl.limits import MAX_QUERY_WAIT_SECONDS
 from streamctl.protocol import messages as m
+from streamctl.workflows.query_waits import QueryWait
 
-if TYPE_CHECKING:
-    from streamctl.client.client import CoordinatorClient
 TERMINAL_STATES: Final = frozenset({"FINISHED", "FAILED", "STOPPED"})
 SETTLED_STATES: Final = TERMINAL_STATES | {"RUNNING"}
 """What ``--wait-running`` waits for: running, or ended (failed, stopped or finished: a bounded
@@ -54,6 +57,24 @@ STOPPED_RECHECK_S: Final = 1.0
 :func:`_settles`). The coordinator answers an update by ``current_state`` alone and cannot tell
 that ``STOPPED`` from the one a later ``StopQuery`` leaves, so the client re-asks this often to
 see such a stop (an update's answer is the latest row reported, also at its timeout)."""
+
+
+class Asker(Protocol):
+    """What polling needs of a client: to ask a request by a deadline
+    (:meth:`~streamctl.client.client.CoordinatorClient.ask`). Stated here, so that this module
+    needs nothing of the client, which offers these waits as its own methods."""
+
+    async def ask(self, request: m.Request, *, timeout: float | None = None) -> Any: ...
+
+
+class PushedWaitAsker(Asker, Protocol):
+    """What a pushed wait needs besides: one ``wait_query`` update, ``None`` when the
+    coordinator refused it
+    (:meth:`~streamctl.client.client.CoordinatorClient.wait_query_update`)."""
+
+    async def wait_query_update(
+        self, query_id: int, states: frozenset[str], timeout: float
+    ) -> QueryWait | None: ...
 
 
 class QueryWaitTimeout(RuntimeError):
@@ -84,7 +105,7 @@ def _settles(row: Mapping[str, Any], wanted: frozenset[str]) -> bool:
 
 
 async def wait_for_state(
-    client: CoordinatorClient,
+    client: Asker,
     query_id: int,
     wanted: frozenset[str],
     deadline: float,
@@ -116,7 +137,7 @@ async def wait_for_state(
 
 
 async def wait_pushed(
-    client: CoordinatorClient, query_id: int, wanted: frozenset[str], deadline: float
+    client: PushedWaitAsker, query_id: int, wanted: frozenset[str], deadline: float
 ) -> dict[str, Any]:
     """The query's row (``GetQuery``'s fields but the statement, sources and plan) once its
     ``current_state`` is in ``wanted``, as the coordinator's passes report it."""

@@ -1,10 +1,12 @@
 """What every handler of a pass works with: the catalog view, the policies, and what the
-current message changed (for the changelog) or asked agents to do (actions)."""
+current message changed (for the changelog) or asked agents to do (actions); and the two
+shapes a handler has (:data:`RequestHandler`, :data:`EventHandler`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from streamctl.catalog.rows import EntityRow, QueryRow
 from streamctl.catalog.view import CatalogView
@@ -113,3 +115,11 @@ class PassContext:
         if present and row.current_state in ACTIVE_STATES and row.worker is not None:
             self._counted[row.id] = row.worker
             self._active[row.worker] = self._active.get(row.worker, 0) + 1
+
+
+RequestHandler = Callable[[PassContext, Any], Any]
+"""Applies one request: returns its result (plain JSON) and records its changes in the
+changelog, or raises :class:`RequestFailed` *before* changing anything, so a refused request
+leaves the catalog as it was."""
+EventHandler = Callable[[PassContext, Any, float], None]
+"""Applies one event received at the given time (seconds since the epoch); answers nothing."""

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
@@ -58,7 +58,7 @@ from streamctl.domain import (
     workers,
 )
 from streamctl.domain import queries as queries_stage
-from streamctl.domain.context import PassContext, RequestFailed
+from streamctl.domain.context import EventHandler, PassContext, RequestFailed, RequestHandler
 from streamctl.domain.decode import DecodeError, decode
 from streamctl.domain.isolation import Isolate, apply_one_by_one, is_transient
 from streamctl.domain.pass_output import PassOutput, ask_again
@@ -359,8 +359,12 @@ def _replay(
 # Events return nothing. Handlers run in arrival order within a stage, so a batch answers
 # exactly as applying its messages one by one would.
 
-RequestHandler = Callable[[PassContext, Any], Any]
-EventHandler = Callable[[PassContext, Any, float], None]
+
+def _execute_statement(ctx: PassContext, request: m.ExecuteStatement) -> Any:
+    """``ExecuteStatement``: each statement runs as the typed request it stands for, through
+    this same table (looked up when it runs), so a statement and its request never disagree."""
+    return statements.execute_statement(ctx, request, REQUEST_HANDLERS)
+
 
 REQUEST_HANDLERS: dict[str, RequestHandler] = {
     m.ListWorkers.kind: workers.list_workers,
@@ -389,7 +393,7 @@ REQUEST_HANDLERS: dict[str, RequestHandler] = {
     m.Reoptimize.kind: reoptimize.reoptimize,
     m.ListChanges.kind: history.list_changes,
     m.ListQuarantined.kind: quarantine.list_quarantined,
-    m.ExecuteStatement.kind: statements.execute_statement,
+    m.ExecuteStatement.kind: _execute_statement,
 }
 
 EVENT_HANDLERS: dict[str, EventHandler] = {

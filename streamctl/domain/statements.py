@@ -40,7 +40,7 @@ from typing import Any, cast
 
 from streamctl.domain import explain, inline, workers
 from streamctl.domain import queries as queries_stage
-from streamctl.domain.context import PassContext, RequestFailed
+from streamctl.domain.context import PassContext, RequestFailed, RequestHandler
 from streamctl.domain.listing import check_page
 from streamctl.error_codes import INVALID_STATEMENT, ErrorCode
 from streamctl.limits import INT32_MAX, INT64_MAX, INT64_MIN
@@ -93,7 +93,12 @@ DEFAULT_DECLARED_CAPACITY = 4
 def execute_statement(
     ctx: PassContext,
     request: m.ExecuteStatement,
+    handlers: Mapping[str, RequestHandler],
 ) -> Any:
+    """Run ``request``'s statements in order, each through the handler ``handlers`` maps its
+    typed request's kind to (the pass's table, :data:`streamctl.domain.passes.REQUEST_HANDLERS`,
+    which maps ``ExecuteStatement`` here: it hands itself over rather than being imported, so
+    the two modules do not import each other)."""
     text = request.text
     if not isinstance(text, str) or not text.strip():
         raise RequestFailed(ErrorCode.INVALID_REQUEST, "the statement text is empty")
@@ -112,7 +117,7 @@ def execute_statement(
         )
     # Only a lone SHOW is paged: its next pages list the catalog as it is then, which in a
     # script would be after the statements behind it, not where the SHOW stands.
-    runner = _Runner(ctx, request.limit if one_show else None, request.after)
+    runner = _Runner(ctx, handlers, request.limit if one_show else None, request.after)
     answers: list[dict[str, Any]] = []
     for number, (statement, statement_text) in enumerate(
         zip(statements, _texts(text, statements), strict=True), start=1
@@ -144,20 +149,22 @@ def execute_statement(
 
 class _Runner:
     def __init__(
-        self, ctx: PassContext, limit: int | None = None, after: str | None = None
+        self,
+        ctx: PassContext,
+        handlers: Mapping[str, RequestHandler],
+        limit: int | None = None,
+        after: str | None = None,
     ) -> None:
         self.ctx = ctx
+        self.handlers = handlers
+        """The pass's request handlers by kind: what a statement's typed request runs through."""
         self.limit = limit
         """Rows a SHOW answers at most (one page of its listing); None: every row."""
         self.after = after
         """The cursor of the page a (single) SHOW answers: the key its rows follow."""
 
     def ask(self, request: m.Request) -> Any:
-        # The pass's handler table maps ExecuteStatement to this module, so it is imported
-        # here, when a statement runs, rather than when this module loads (a cycle).
-        from streamctl.domain.passes import REQUEST_HANDLERS
-
-        return REQUEST_HANDLERS[request.kind](self.ctx, request)
+        return self.handlers[request.kind](self.ctx, request)
 
     def run(self, statement: ast.Statement, text: str) -> Any:
         if isinstance(statement, ast.QueryStatement):
