@@ -148,7 +148,7 @@ def test_an_expired_request_is_never_sent() -> None:
     try:
         outcome, elapsed = blocking_outcome_of(lambda: client.ask_blocking(m.GetSink("s")), 5)
         assert_timed_out(outcome, elapsed, 0.05)
-        assert client._take(client._requests, 100, 1 << 20) == []
+        assert client._pump.take(client._pump.requests, 100, 1 << 20) == []
     finally:
         client.close(timeout=0)
 
@@ -196,7 +196,7 @@ async def test_a_coordinator_that_never_answers_times_out_every_kind_of_ask(
     )
     assert_timed_out(outcome, elapsed, budget)
     # The update stays unanswered: its attempt ends at the deadline, holding no slot.
-    await wait_until(lambda: unanswered_client._inflight_updates == 0, timeout=5)
+    await wait_until(lambda: unanswered_client._pump.inflight_updates == 0, timeout=5)
 
 
 async def test_a_query_wait_on_a_coordinator_that_never_answers_ends_by_its_own_deadline(
@@ -399,7 +399,7 @@ async def test_a_dead_pump_fails_what_is_queued_and_refuses_new_requests(
     def broken_take(*_: Any) -> Any:
         raise RuntimeError("pump bug")
 
-    monkeypatch.setattr(unanswered_client, "_take", broken_take)
+    monkeypatch.setattr(unanswered_client._pump, "take", broken_take)
     unanswered_client.request_timeout = 60
     outcome, elapsed = await outcome_of(unanswered_client.ask(m.GetSink("s")), 45)
     assert outcome is not HUNG, f"still waiting after {elapsed:.1f}s"

@@ -71,14 +71,14 @@ def test_events_with_and_without_waiting_callers_each_hold_a_slot_until_settled(
             assert held == capacity
             continue
         held += 1
-    queued = list(client._events)
+    queued = list(client._pump.events)
     assert sum(item.merged + 1 for item in queued) == held
     assert sum(len(item.followers) + (item.future is not None) for item in queued) == len(futures)
     settle(queued, lambda _item: None)
     assert all(future.result(timeout=0) is None for future in futures)
     for _ in range(capacity):
-        assert client._event_slots.take(0)
-    assert not client._event_slots.take(0)
+        assert client._pump.event_slots.take(0)
+    assert not client._pump.event_slots.take(0)
     client.close(timeout=0)
 
 

@@ -59,15 +59,14 @@ import contextlib
 import logging
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
 from temporalio.client import WorkflowHandle
 
 from streamctl import config
 from streamctl.client.coordinator_errors import OutboxFull, RequestTimeout, unwrap
-from streamctl.client.outbox import Outgoing, Slots, Waiter, expire, new_id
+from streamctl.client.outbox import Outgoing, Waiter, expire, new_id
 from streamctl.client.paging import PAGE_ROWS, first_page, next_page
 from streamctl.client.pump import ClientStats, Pump, within
 from streamctl.client.query_wait import SETTLED_STATES, wait_pushed
@@ -422,34 +421,6 @@ class CoordinatorClient:
                 return
             time.sleep(0.005)
         raise TimeoutError("events still queued")
-
-    # --- the pump's state, as tests look at it ----------------------------------------------
-    # Tests read the outbox through the client, and replace its batching to kill the pump
-    # (test_client_deadlines): these hand the pump's own state over, and pass a replacement on.
-
-    @property
-    def _requests(self) -> deque[Outgoing]:
-        return self._pump.requests
-
-    @property
-    def _events(self) -> deque[Outgoing]:
-        return self._pump.events
-
-    @property
-    def _event_slots(self) -> Slots:
-        return self._pump.event_slots
-
-    @property
-    def _inflight_updates(self) -> int:
-        return self._pump.inflight_updates
-
-    @property
-    def _take(self) -> Callable[[deque[Outgoing], int, int], list[Outgoing]]:
-        return self._pump.take
-
-    @_take.setter
-    def _take(self, take: Callable[[deque[Outgoing], int, int], list[Outgoing]]) -> None:
-        self._pump.take = take  # type: ignore[method-assign, assignment]
 
     def _call(self, coroutine: Coroutine[Any, Any, T], timeout: float | None) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
