@@ -16,8 +16,8 @@ event:
   liveness stops it if the agent is gone;
 * an explain answers Spark's plan or the error; a reconcile lists what the agent runs.
 
-Workflow code: deterministic, and the ``workflow.patched`` ids keep older histories replaying
-as they ran.
+Workflow code: deterministic, and the ``workflow.patched`` ids (:mod:`.patches`) keep older
+histories replaying as they ran.
 """
 
 from __future__ import annotations
@@ -47,16 +47,11 @@ with workflow.unsafe.imports_passed_through():
         agent_task_queue,
     )
     from streamctl.protocol.messages import Event, QueryStatusChanged, SparkPlanExplained
+    from streamctl.workflows import patches
 
 ArgT = TypeVar("ArgT")
 ResultT = TypeVar("ResultT")
 
-STOP_UNTIL_STOPPED_PATCH = "stop-until-stopped"
-"""A stop that failed while its agent is there is run again instead of reported STOPPED."""
-STOP_AFTER_FAILED_START_PATCH = "stop-after-failed-start"
-"""A failed start is followed by a stop of that run."""
-UNCONFIRMED_STOP_PATCH = "unconfirmed-stop-stays-stopping"
-"""A stop no agent picked up is run again, like any failed stop, instead of reported STOPPED."""
 STOP_RETRY_DELAY = timedelta(seconds=10)
 STOP_ROUNDS = 6
 
@@ -167,7 +162,7 @@ async def _execute_action(
         if action.start is not None:
             start = action.start
             failed = f"start on {action.agent} failed: {reason}"
-            if workflow.patched(STOP_AFTER_FAILED_START_PATCH):
+            if workflow.patched(patches.STOP_AFTER_FAILED_START):
                 # The start may have landed after its activity gave up (its answer lost):
                 # stop that run; the agent ignores a stop of a run it does not have.
                 start_action(
@@ -181,13 +176,13 @@ async def _execute_action(
         if (
             action.stop is not None
             and not _never_picked_up(error)
-            and workflow.patched(STOP_UNTIL_STOPPED_PATCH)
+            and workflow.patched(patches.STOP_UNTIL_STOPPED)
         ):
             return _STOP_AGAIN
         if (
             action.stop is not None
             and _never_picked_up(error)
-            and workflow.patched(UNCONFIRMED_STOP_PATCH)
+            and workflow.patched(patches.UNCONFIRMED_STOP_STAYS_STOPPING)
         ):
             # No agent took the stop: its agent may be gone, or alive with every action slot
             # busy (it polls for no more then). Reported STOPPED, the query could start

@@ -32,7 +32,7 @@ class CoordinatorState:
     actions_under_way: list[AgentAction] = field(default_factory=list)
     # The workflow times of the two latest workflow tasks seen to run (a message arriving, a
     # pass returning): whether the coordinator could hear its agents while a liveness timer
-    # was late (CoordinatorWorkflow._heard).
+    # was late (streamctl.workflows.liveness_clock).
     arrivals: int = 0
     """How many messages (events, request batches, the workflow's own events) have arrived in
     all runs: each takes the next number, which orders a pass's messages (``seq``). Carried, so
