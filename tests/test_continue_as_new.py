@@ -147,8 +147,21 @@ def test_the_carried_state_copies_what_the_next_run_needs() -> None:
         "position_loaded": True,
         "runs": 3,
         "actions_under_way": dataclasses.asdict(carried)["actions_under_way"],
-        "arrivals": 0,
     }
     assert carried.actions_under_way == actions
     assert carried.pending == pending and carried.pending is not state.pending
     assert carried.sender_seqs is not state.sender_seqs
+
+
+@given(st.lists(st.integers(min_value=1, max_value=10_000), max_size=20))
+def test_the_next_run_numbers_its_arrivals_after_every_carried_message(seqs: list[int]) -> None:
+    """Carried events keep their arrival numbers; a message arriving in the next run takes
+    the next number, so it is ordered after all of them (the pass applies by number)."""
+    pending = [
+        PendingMessage(Envelope(f"e{i}", "Heartbeat", {"name": "a"}), 1.0, 80, seq)
+        for i, seq in enumerate(seqs)
+    ]
+    state = CoordinatorState(config=CONFIG, pending=pending, arrivals=max(seqs, default=0))
+    carried = carried_state(state, [])
+    carried.arrivals += 1  # what MessageBuffer.next_arrival does for the next message
+    assert all(carried.arrivals > message.seq for message in carried.pending)

@@ -156,8 +156,9 @@ class ContinueAsNewGate:
 def carried_state(state: CoordinatorState, actions: list[AgentAction]) -> CoordinatorState:
     """What the run hands to the next: ``state``'s carried fields (copies of its collections),
     the next run's number, and ``actions`` (under way or waiting: the next run runs them
-    again). ``arrivals`` is left at its default, as the run has always done: the next run
-    numbers its arrivals from 0 again."""
+    again). ``arrivals`` is carried too: the carried events keep their arrival numbers, so
+    the next run's arrivals must number after them, or a pass would apply an event that
+    arrived later before one the previous run carried."""
     return CoordinatorState(
         config=state.config,
         position_loaded=True,
@@ -172,4 +173,5 @@ def carried_state(state: CoordinatorState, actions: list[AgentAction]) -> Coordi
         actions_under_way=actions,
         heard_at=state.heard_at,
         heard_before=state.heard_before,
+        arrivals=state.arrivals,
     )
