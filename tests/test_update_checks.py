@@ -111,3 +111,4 @@ def test_wait_query_refusals() -> None:
 def test_a_catalog_outage_is_tried_again_with_growing_pauses_up_to_a_cap() -> None:
     assert [outage_pause(n) for n in range(8)] == [1, 2, 4, 8, 16, 32, 60, 60]
     assert outage_pause(1000) == CATALOG_OUTAGE_MAX_PAUSE
+    assert outage_pause(5000) == CATALOG_OUTAGE_MAX_PAUSE  # 2.0**5000 would overflow

@@ -68,7 +68,8 @@ about 300 history events an hour of outage."""
 def outage_pause(rounds: int) -> float:
     """Seconds to wait after ``rounds`` earlier rounds of a pass failed on the catalog's
     outage."""
-    return min(CATALOG_OUTAGE_MAX_PAUSE, 2.0**rounds)
+    # The exponent is capped: 2.0**1024 overflows, and an outage may last that many rounds.
+    return min(CATALOG_OUTAGE_MAX_PAUSE, 2.0 ** min(rounds, 64))
 
 
 class PassRunner:
