@@ -58,6 +58,28 @@ os.environ["STREAMCTL_STATE_DIR"] = SESSION_STATE_DIR
 atexit.register(shutil.rmtree, SESSION_STATE_DIR, True)
 
 
+QUICK_EXCLUDES = ("postgres", "spark", "slow")
+"""Markers no test of the quick tier carries (``-m quick``, see pyproject.toml)."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A variant of a quick test that needs PostgreSQL or Spark, or is slow, is not quick:
+    the ``postgres`` case of a test over ``catalog_url`` in a module marked ``quick``, say.
+    Runs before ``-m`` selects: where such a variant exists, the ``quick`` marks of its module
+    (class) move down to the items that stay quick."""
+    quick = [item for item in items if item.get_closest_marker("quick") is not None]
+    heavy = [item for item in quick if any(item.get_closest_marker(n) for n in QUICK_EXCLUDES)]
+    if not heavy:
+        return
+    for item in heavy:
+        for node in item.listchain():
+            node.own_markers[:] = [mark for mark in node.own_markers if mark.name != "quick"]
+    for item in quick:
+        if item not in heavy and item.get_closest_marker("quick") is None:
+            item.add_marker(pytest.mark.quick)
+
+
 @dataclass
 class DevServer:
     address: str

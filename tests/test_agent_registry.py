@@ -9,8 +9,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from streamctl.agent.runs import SparkQueries, _Started
 from streamctl.protocol import messages as m
+
+pytestmark = pytest.mark.quick
 
 
 def agent(tmp_path: Path) -> tuple[SparkQueries, list[m.Event]]:

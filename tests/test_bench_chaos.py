@@ -17,6 +17,7 @@ from streamctl.bench.chaos_figures import dead_figures, sink_figures
 from streamctl.bench.chaos_state import ChaosSettings, Kill, kill_schedule
 
 
+@pytest.mark.quick
 def test_the_schedule_follows_the_seed_and_kills_every_target():
     full = ChaosSettings()
     assert kill_schedule(full) == kill_schedule(ChaosSettings())
@@ -49,6 +50,7 @@ def _committed_sink(directory: Path, files: dict[str, str]) -> None:
     (output / "_spark_metadata" / "0").write_text("\n".join(["v1", *listing]) + "\n")
 
 
+@pytest.mark.quick
 def test_sink_figures_count_missing_repeated_and_foreign_rows(tmp_path):
     _committed_sink(tmp_path / "sink_1", {"a.txt": "1,2\n2,4\n3,6\n"})
     _committed_sink(tmp_path / "sink_2", {"a.txt": "1,2\n2,4\n", "b.txt": "2,4\n9,9\n"})
@@ -70,6 +72,7 @@ def test_sink_figures_count_missing_repeated_and_foreign_rows(tmp_path):
     assert (figures["sink_rows_lost"], figures["sink_rows_doubled"]) == (1, 1)
 
 
+@pytest.mark.quick
 def test_only_deaths_of_agents_not_killed_count():
     killed = Kill("agent", at_s=10, scheduled_s=10, pid=42, which="local_1", wall=1010.0)
     jvm = Kill("spark_jvm", at_s=30, scheduled_s=30, pid=43, which="Spark JVM of local_2")

@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 
 from streamctl.bench.requests import is_local_pass
+
+pytestmark = pytest.mark.quick
 
 HISTORY = Path(__file__).parent / "histories" / "9684877-requests.json"
 

@@ -60,6 +60,7 @@ keys = st.sampled_from(["small", "big", "ratio", "name", "note", "flag", "doc", 
 rows = st.lists(st.dictionaries(keys, values, max_size=8), max_size=20)
 
 
+@pytest.mark.quick
 @settings(max_examples=300, deadline=None)
 @given(rows=rows, prefix=st.sampled_from(["", "v_"]))
 def test_a_row_is_refused_exactly_where_a_value_does_not_fit(

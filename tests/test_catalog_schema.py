@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from streamctl.catalog.models import Base
 from streamctl.catalog.rows import ENTITY_ROWS
 from streamctl.catalog.store import create_catalog_engine, migrate
+
+pytestmark = pytest.mark.quick
 
 
 def test_migrations_build_exactly_the_models_schema(catalog_url):

@@ -154,6 +154,7 @@ KEYED = Table(
 )
 
 
+@pytest.mark.quick
 @settings(
     max_examples=150,
     deadline=None,

@@ -142,6 +142,7 @@ def test_every_ask_of_a_client_nobody_answers_ends_at_its_deadline(
     assert "within" in str(outcome) or "outbox full" in str(outcome)
 
 
+@pytest.mark.quick
 def test_an_expired_request_is_never_sent() -> None:
     """A request whose caller gave up leaves the outbox unsent: the next batch skips it."""
     client = CoordinatorClient(request_timeout=0.05)

@@ -19,6 +19,8 @@ from streamctl.client.outbox import settle
 from streamctl.error_codes import ErrorCode
 from streamctl.protocol import messages as m
 
+pytestmark = pytest.mark.quick
+
 
 def test_a_full_event_outbox_refuses_then_frees_its_room_on_close():
     client = CoordinatorClient(max_outbox=2)

@@ -15,6 +15,7 @@ import asyncio
 import subprocess
 import sys
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from temporalio.api.common.v1 import Payload
@@ -56,6 +57,7 @@ def _payloads(data: st.DataObject) -> Payload:
     return Payload(metadata={"encoding": b"json/plain"}, data=raw)
 
 
+@pytest.mark.quick
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_decoding_never_raises(data: st.DataObject) -> None:
@@ -64,6 +66,7 @@ def test_decoding_never_raises(data: st.DataObject) -> None:
     assert len(decoded) == len(payloads)
 
 
+@pytest.mark.quick
 def test_an_intact_payload_still_round_trips() -> None:
     original = Payload(metadata={"encoding": b"json/plain"}, data=b'{"password": "x"}' * 400)
     encoded = asyncio.run(CODEC.encode([original]))

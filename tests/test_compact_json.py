@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from streamctl.compact_json import dumps_bytes, loads
 
+pytestmark = pytest.mark.quick
+
 scalars = st.one_of(
     st.none(),
     st.booleans(),

@@ -36,6 +36,8 @@ from streamctl.cli import app
 from streamctl.worker.search_attributes import dev_server_arguments
 from streamctl.worker.temporal_server import dev_server_command
 
+pytestmark = pytest.mark.quick
+
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 README_SECTION = "From the embedded default to a distributed deployment"

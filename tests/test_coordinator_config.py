@@ -88,6 +88,7 @@ ANY_VALUE = (
 )
 
 
+@pytest.mark.quick
 @settings(max_examples=400, deadline=None)
 @given(st.dictionaries(st.sampled_from([*COUNTS, *SECONDS]), ANY_VALUE))
 def test_problems_name_exactly_the_bad_knobs_and_usable_replaces_only_those(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -139,6 +140,7 @@ def test_the_bound_check_agrees_with_the_reference(value, field):
     assert _out_of_bounds(value, where, 0) == reference(value, where, 0)
 
 
+@pytest.mark.quick
 @settings(max_examples=300, deadline=None)
 @given(
     st.integers(MAX_NESTING_DEPTH - 3, MAX_NESTING_DEPTH + 3),
@@ -149,6 +151,7 @@ def test_the_bound_check_agrees_at_the_nesting_limit(depth, leaf):
     assert _out_of_bounds(value, "RegisterWorker", 0) == reference(value, "RegisterWorker", 0)
 
 
+@pytest.mark.quick
 @settings(max_examples=500, deadline=None)
 @given(
     st.lists(COLUMNS, max_size=5),

@@ -15,6 +15,8 @@ from streamctl.activities.pass_activity import CatalogWork
 from streamctl.planner.plan import QueryPlan, Scan, walk
 from streamctl.protocol import messages as m
 
+pytestmark = pytest.mark.quick
+
 INLINE = (
     "EXPLAIN SELECT id FROM File('a.csv' AS `SOURCE`.FILE_PATH, "
     "SCHEMA(id UINT64 NOT NULL) AS `SOURCE`.`SCHEMA`) INTO Checksum()"

@@ -15,6 +15,8 @@ from streamctl.activities.pass_activity import CatalogWork
 from streamctl.planner.options import SINK_OPTIONS, SOURCE_OPTIONS
 from streamctl.protocol import messages as m
 
+pytestmark = pytest.mark.quick
+
 COLUMNS = (m.ColumnSpec("id", "UINT64", False),)
 
 

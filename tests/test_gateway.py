@@ -521,6 +521,7 @@ async def test_no_coordinator_is_503_and_no_auth_serves_on_loopback(temporal: An
     assert (reply.status, reply.body["code"]) == (503, "COORDINATOR_UNAVAILABLE")
 
 
+@pytest.mark.quick
 def test_gateway_refuses_to_start_without_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("STREAMCTL_GATEWAY_TOKEN", raising=False)
     settings = GatewaySettings("unused")

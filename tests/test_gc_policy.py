@@ -10,6 +10,8 @@ import pytest
 
 from streamctl.gc_policy import YOUNG_GENERATION_THRESHOLD, collect_young_garbage_less_often
 
+pytestmark = pytest.mark.quick
+
 
 @pytest.fixture(autouse=True)
 def _thresholds_restored() -> Iterator[None]:

@@ -14,6 +14,8 @@ from streamctl.activities.pass_activity import CatalogWork
 from streamctl.planner.plan import InlineScan, QueryPlan, Scan, walk
 from streamctl.protocol import messages as m
 
+pytestmark = pytest.mark.quick
+
 SCHEMA = "SCHEMA(id UINT64 NOT NULL, amount INT64 NOT NULL) AS `SOURCE`.`SCHEMA`"
 
 

@@ -15,6 +15,8 @@ from streamctl.lifecycle import worker_states as agents
 from streamctl.lifecycle.query_states import QueryState as S
 from streamctl.lifecycle.query_states import QueryTrigger as T
 
+pytestmark = pytest.mark.quick
+
 
 def walk(state: S, *triggers: T) -> S:
     for trigger in triggers:

@@ -49,6 +49,7 @@ def _all_sources(activities: CatalogWork) -> set[str]:
     return {row["name"] for row in _ok(answer)}
 
 
+@pytest.mark.quick
 @settings(
     max_examples=40,
     deadline=None,
@@ -135,6 +136,7 @@ def test_a_walk_on_a_database_collating_with_icu_answers_each_name_once_in_key_o
         assert walked == sorted(names), walked  # Python's str order: by code point
 
 
+@pytest.mark.quick
 def test_pages_of_queries_and_sinks_by_id_and_name_and_show_pages(catalog_url: str) -> None:
     activities = CatalogWork(catalog_url)
     setup: list[m.Request] = [
@@ -207,6 +209,7 @@ def test_pages_of_queries_and_sinks_by_id_and_name_and_show_pages(catalog_url: s
     assert before["next"] is None and after["next"] is None
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize(
     "request_",
     [
@@ -235,6 +238,7 @@ def test_bad_limits_and_cursors_are_refused_with_invalid_request(
     assert "limit" in answer["error_message"] or "after" in answer["error_message"]
 
 
+@pytest.mark.quick
 def test_a_page_stops_before_its_items_reach_the_byte_budget(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -275,6 +279,7 @@ def test_a_lone_show_that_does_not_fit_the_pass_is_asked_again_not_refused(
     assert "TOO_LARGE" not in codes and codes[0] == "ok" and "UNAVAILABLE" in codes, codes
 
 
+@pytest.mark.quick
 def test_unset_paging_fields_stay_out_of_the_body() -> None:
     """An older coordinator refuses unknown fields: a request that does not page sends none."""
     assert m.ListQueries().body() == {}
@@ -283,12 +288,14 @@ def test_unset_paging_fields_stay_out_of_the_body() -> None:
     assert m.ListChanges().body()["limit"] == 100
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("limit", [0, -1, MAX_PAGE_ROWS + 1, 2.0, "2", True, None, float("nan")])
 def test_a_client_walk_refuses_a_page_size_it_cannot_ask_for(limit: Any) -> None:
     with pytest.raises(ValueError, match="a page holds"):
         paging.first_page(m.ListSinks(), limit)
 
 
+@pytest.mark.quick
 def test_a_client_walk_stops_at_a_cursor_that_does_not_advance() -> None:
     # a coordinator moves the cursor on with every page; one that names the same page again
     # (a bug, a hostile server) would keep the walk asking forever

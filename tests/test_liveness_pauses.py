@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
 from conftest import RunningCoordinator, wait_until
 from temporalio import activity
 from temporalio.client import Client
@@ -248,6 +249,7 @@ async def test_an_unplaceable_recovering_query_waits_without_running_passes(
         await asyncio.to_thread(client.close)
 
 
+@pytest.mark.quick
 def test_a_heartbeat_counts_from_its_newest_arrival_bounded_by_the_pass(sqlite_url):
     """``arrived_last`` (the workflow's stamp on merged heartbeats) moves the heartbeat time
     forward, never past the pass's clock nor behind the event's own arrival, so a client that
@@ -282,6 +284,7 @@ def test_a_heartbeat_counts_from_its_newest_arrival_bounded_by_the_pass(sqlite_u
     assert last_heartbeat(7, 1070.0, forged_behind, 1065.0) == 1065.0
 
 
+@pytest.mark.quick
 def test_a_stalled_coordinator_does_not_count_its_stall_against_agents(sqlite_url):
     """A liveness timer seen late (the Temporal server or every coordinator worker was down)
     credits the stall: an agent whose heartbeats could not reach the coordinator meanwhile is

@@ -112,6 +112,7 @@ async def _answers(client: CoordinatorClient, request: m.Request) -> bool:
     return (await client.ask_response(request)).ok
 
 
+@pytest.mark.quick
 def test_agent_query_rates_follow_its_listener_events_and_end_with_the_query():
     metrics = AgentMetrics("a1", 2)
     sent: list[m.Event] = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from catalog_tools import dump, worker_values
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -44,6 +45,7 @@ def codes(answers: list[dict[str, Any]]) -> list[str]:
     return ["ok" if a["ok"] else a["error_code"] for a in answers]
 
 
+@pytest.mark.quick
 def test_changes_inside_one_pass_leave_the_same_catalog_on_both_backends(catalog_url):
     activities = CatalogWork(catalog_url)
     first = run_pass(
@@ -114,6 +116,7 @@ def _statements_of_a_statistics_pass(catalog_url: str, reports: int, pass_no: in
     return len(seen)
 
 
+@pytest.mark.quick
 def test_the_agents_reports_read_their_queries_in_bulk(catalog_url):
     """A pass reads the queries that its statistics and status reports name in a few bulk
     reads, not one each: with 10,000 running queries a pass takes ~1,000 statistics, and
@@ -206,6 +209,7 @@ def test_no_pass_places_more_queries_on_an_agent_than_it_can_take(tmp_path, pass
         )
 
 
+@pytest.mark.quick
 def test_a_start_carries_every_source_of_its_query_after_a_refused_drop(catalog_url):
     """A refused drop of one of a query's sources reads which queries read it; the query's
     start in the same pass must still carry all of its sources, not only that one (it did:
@@ -259,6 +263,7 @@ def _split_part(
     )
 
 
+@pytest.mark.quick
 def test_a_part_of_a_pass_that_committed_after_all_applies_nothing_again(catalog_url):
     """A pass whose last attempt committed, though the workflow saw it fail (the process died
     after the commit), is split; its halves answer from what it stored and apply none of its
@@ -284,6 +289,7 @@ def test_a_part_of_a_pass_that_committed_after_all_applies_nothing_again(catalog
     assert first.version == second.version == committed.version
 
 
+@pytest.mark.quick
 def test_a_part_of_a_pass_that_never_committed_is_applied(catalog_url):
     activities = CatalogWork(catalog_url)
     register = PendingMessage(m.RegisterWorker("a1").to_envelope("e-reg"), 1000.0)
@@ -297,6 +303,7 @@ def test_a_part_of_a_pass_that_never_committed_is_applied(catalog_url):
     assert [name for name, _ in dump(catalog_url)["logical"]] == ["s"]
 
 
+@pytest.mark.quick
 def test_a_pass_run_again_with_events_its_commit_did_not_carry_hands_them_back(catalog_url):
     """A local pass's input is not recorded: a workflow task run again after the pass
     committed may give its number to more messages. Requests new to it are asked again, and

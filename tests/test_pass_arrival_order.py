@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +23,8 @@ from streamctl.activities.pass_activity import CatalogWork
 from streamctl.client.outbox import new_id
 from streamctl.protocol import messages as m
 from streamctl.protocol.pass_io import PassInput, PendingMessage, request_batches_json
+
+pytestmark = pytest.mark.quick
 
 ARRIVED = 1000.0
 

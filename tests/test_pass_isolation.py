@@ -32,6 +32,8 @@ from streamctl.protocol import messages as m
 from streamctl.protocol.messages import Envelope, Response
 from streamctl.protocol.pass_io import PassInput, PendingMessage, request_batches_json
 
+pytestmark = pytest.mark.quick
+
 SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
 
 

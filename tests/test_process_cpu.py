@@ -102,6 +102,7 @@ def test_a_command_name_that_is_no_utf8_is_read(tmp_path: Path) -> None:
         _end(child)
 
 
+@pytest.mark.quick
 def test_each_process_counts_what_it_used_since_the_first_reading() -> None:
     before = {"client": {1: 1.0}, "postgres": {10: 100.0, 11: 5.0}}
     # 10 ended (its CPU is gone with it), 11 used 2 s more, 12 started and used 1 s.
@@ -111,6 +112,7 @@ def test_each_process_counts_what_it_used_since_the_first_reading() -> None:
     assert cpu_per_request(used, 1000) == {"client": 2000.0, "postgres": 3000.0, "total": 5000.0}
 
 
+@pytest.mark.quick
 def test_a_part_without_a_first_reading_is_left_out() -> None:
     assert cpu_used({"client": {1: 1.0}}, {"client": {1: 2.0}, "postgres": {7: 9.0}}) == {
         "client": 1.0

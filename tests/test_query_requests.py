@@ -19,6 +19,8 @@ from streamctl.protocol import messages as m
 from streamctl.protocol.agent_contract import AgentAction, StopAssignment
 from streamctl.protocol.pass_io import PassInput, PendingMessage, request_batches_json
 
+pytestmark = pytest.mark.quick
+
 ORDERS = (
     m.ColumnSpec("id", "UINT64", False),
     m.ColumnSpec("amount", "INT64", False),

@@ -107,6 +107,7 @@ def ends_the_wait(state: tuple[str, str], wanted: frozenset[str]) -> bool:
 QUERY_STATES = st.tuples(st.sampled_from(STATES), st.sampled_from(["RUNNING", "STOPPED"]))
 
 
+@pytest.mark.quick
 @settings(max_examples=300, deadline=None)
 @given(
     states=st.lists(QUERY_STATES, min_size=1, max_size=40),
@@ -156,6 +157,7 @@ class ScriptedWaits:
         return QueryWait({"id": query_id, "current_state": current, "desired_state": desired})
 
 
+@pytest.mark.quick
 @settings(max_examples=200, deadline=None)
 @given(rows=st.lists(QUERY_STATES, min_size=1, max_size=20))
 def test_a_pushed_wait_for_running_goes_on_past_a_start_that_waits_stopped(
@@ -190,6 +192,7 @@ class Unreachable:
         raise AssertionError("asked")
 
 
+@pytest.mark.quick
 def test_a_wait_without_a_deadline_is_refused_before_asking() -> None:
     for wait in (wait_pushed, wait_for_state):
         with pytest.raises(ValueError, match="NaN"):
@@ -203,6 +206,7 @@ class AtTheDeadline(ScriptedQuery):
         raise AssertionError("a wait_query update after the deadline")
 
 
+@pytest.mark.quick
 @settings(max_examples=100, deadline=None)
 @given(state=QUERY_STATES, wanted=st.frozensets(st.sampled_from(STATES), min_size=1))
 def test_a_wait_whose_deadline_passed_looks_once_before_giving_up(
@@ -251,6 +255,7 @@ async def test_waiting_for_a_query_no_agent_can_run_ends_at_its_timeout(
     assert f"query {query['id']} CREATED (not RUNNING within 0.3 s)" in people.getvalue()
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("command", [["query", "start", "1"], ["sql", "SELECT 1"]])
 def test_wait_running_nan_is_refused_by_the_cli_before_connecting(command: list[str]) -> None:
     from typer.testing import CliRunner
@@ -262,6 +267,7 @@ def test_wait_running_nan_is_refused_by_the_cli_before_connecting(command: list[
     assert "--wait-running" in result.output
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("query_id", [2**63, -(2**63) - 1, 2**200])
 def test_a_pass_reports_no_row_for_an_id_no_query_can_have(catalog_url: str, query_id: int) -> None:
     # What a pass reports to wait_query waiters: an id beyond 64 bits failed the lookup, the
@@ -288,6 +294,7 @@ async def test_a_wait_for_an_id_beyond_64_bits_is_refused_and_the_coordinator_go
         await asyncio.to_thread(client.close)
 
 
+@pytest.mark.quick
 def test_a_wait_the_coordinator_refuses_is_reported_not_raised() -> None:
     """``--wait-running`` on a query whose ``GetQuery`` answer is over the answer limit
     (a statement of a quarter megabyte and its plan): the CLI printed a traceback

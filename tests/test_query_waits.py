@@ -34,6 +34,7 @@ reports = st.lists(
 )
 
 
+@pytest.mark.quick
 @given(
     since=st.integers(0, 20),
     wanted=st.frozensets(st.sampled_from(STATES), min_size=1),

@@ -27,6 +27,8 @@ from streamctl.protocol import messages as m
 from streamctl.protocol.agent_contract import AgentAction
 from streamctl.protocol.pass_io import PassInput, PendingMessage, request_batches_json
 
+pytestmark = pytest.mark.quick
+
 
 def slots(name: str, active: int, capacity: int = 4, state: str = "ALIVE") -> AgentSlots:
     return AgentSlots(name, state, capacity, False, active)

@@ -36,6 +36,8 @@ from streamctl.workflows.reoptimize_workflow import ReoptimizationWorkflow
 from streamctl.workflows.state import CoordinatorInput
 from streamctl.workflows.wire import data_converter
 
+pytestmark = pytest.mark.quick
+
 HISTORIES = Path(__file__).parent / "histories"
 HISTORY_FILES = sorted(HISTORIES.glob("*.json"))
 TEST_KEYS = parse_payload_keys((HISTORIES / "payload.key").read_text().strip(), "payload.key")

@@ -11,11 +11,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from streamctl.activities.pass_activity import CatalogWork
 from streamctl.client.coordinator_errors import UndecodableAnswer
 from streamctl.client.pump import pair_answers
 from streamctl.protocol import messages as m
 from streamctl.protocol.pass_io import PassInput, QuarantineInput, request_batches_json
+
+pytestmark = pytest.mark.quick
 
 SCHEMA = (m.ColumnSpec("id", "UINT64", False),)
 

@@ -66,6 +66,7 @@ def json_payload(value: Any) -> Payload:
 # --- the codec --------------------------------------------------------------------------------
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize(
     "text",
     [
@@ -81,6 +82,7 @@ def test_the_scan_finds_secrets_in_json_and_in_statement_text(text: str):
     assert mentions_secret(text.encode())
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize(
     "text",
     [
@@ -93,6 +95,7 @@ def test_the_scan_leaves_ordinary_payloads_alone(text: str):
     assert not mentions_secret(text.encode())
 
 
+@pytest.mark.quick
 def test_every_secret_option_is_caught_by_the_scan():
     for specs in (*SOURCE_OPTIONS.values(), *SINK_OPTIONS.values()):
         for spec in specs:
@@ -101,6 +104,7 @@ def test_every_secret_option_is_caught_by_the_scan():
                 assert all(any(w in n.lower() for w in SECRET_WORDS) for n in names), spec
 
 
+@pytest.mark.quick
 async def test_codec_round_trips_exactly_and_encrypts_only_what_carries_a_secret():
     codec = SecretPayloadCodec(ZlibCodec(), config.parse_payload_keys(KEY))
     secret_small = json_payload({"config": {"password": SECRET}})
@@ -118,6 +122,7 @@ async def test_codec_round_trips_exactly_and_encrypts_only_what_carries_a_secret
     assert await codec.decode(encoded) == payloads
 
 
+@pytest.mark.quick
 async def test_a_wrong_key_is_a_clear_error_and_never_a_crash(caplog: pytest.LogCaptureFixture):
     sealed = encrypt(json_payload({"password": SECRET}), config.parse_payload_keys(KEY)[0])
     with pytest.raises(PayloadKeyError, match=r"encrypted with key [0-9a-f]{16}.*same"):
@@ -134,6 +139,7 @@ async def test_a_wrong_key_is_a_clear_error_and_never_a_crash(caplog: pytest.Log
     assert await rotated.decode([sealed], [dict]) == [{"password": SECRET}]
 
 
+@pytest.mark.quick
 async def test_without_a_key_secrets_pass_in_plaintext_with_one_warning(
     caplog: pytest.LogCaptureFixture,
 ):
@@ -149,6 +155,7 @@ async def test_without_a_key_secrets_pass_in_plaintext_with_one_warning(
 # --- keys and env-config -------------------------------------------------------------------
 
 
+@pytest.mark.quick
 def test_payload_keys_are_checked_and_the_stack_key_file_is_private(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -202,6 +209,7 @@ x-team = "streams"
     yield ca
 
 
+@pytest.mark.quick
 def test_env_config_profile_supplies_tls_api_key_address_and_namespace(
     profile_file: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -234,6 +242,7 @@ def test_env_config_profile_supplies_tls_api_key_address_and_namespace(
     assert "tls" not in connect_options("127.0.0.1:7233")
 
 
+@pytest.mark.quick
 def test_a_broken_profile_file_is_a_clear_error(profile_file: Path):
     Path(os.environ["TEMPORAL_CONFIG_FILE"]).write_text("[profile.default\naddress=")
     with pytest.raises(ValueError, match="Temporal environment configuration"):
@@ -243,6 +252,7 @@ def test_a_broken_profile_file_is_a_clear_error(profile_file: Path):
 # --- masking in statement text ---------------------------------------------------------------
 
 
+@pytest.mark.quick
 def test_statement_text_is_redacted_for_answers():
     text = (
         "SELECT id FROM src INTO PostgreSQL('t' AS `SINK`.TABLE, 'pw''x' AS `SINK`.PASSWORD, "
@@ -253,6 +263,7 @@ def test_statement_text_is_redacted_for_answers():
     assert "'t' AS `SINK`.TABLE" in redacted and "'***' AS `SINK`.PASSWORD" in redacted
 
 
+@pytest.mark.quick
 def test_an_invalid_secret_is_refused_without_echoing_it():
     with pytest.raises(ConnectorOptionError) as refused:
         normalize_sink_options("POSTGRESQL", {"table": "t", "dbname": "d", "password": "  "})
@@ -406,6 +417,7 @@ async def test_bad_names_and_oversized_event_batches_are_refused(
         CoordinatorClient(temporal.address, max_events_per_signal=MAX_EVENTS_PER_SIGNAL + 1)
 
 
+@pytest.mark.quick
 def test_inline_sinks_are_confined_to_the_file_roots(tmp_path: Path):
     from streamctl.domain.context import RequestFailed
     from streamctl.domain.paths import confined_path

@@ -7,11 +7,15 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from streamctl.agent.runs import SparkQueries, _Started
 from streamctl.lifecycle.query_states import contained, fails_on_its_input, lost_with_its_spark
 from streamctl.lifecycle.spark_states import RunFacts, Strikes, suspect
 from streamctl.protocol import messages as m
 from streamctl.protocol.agent_contract import QueryAssignment, SinkAssignment, StopAssignment
+
+pytestmark = pytest.mark.quick
 
 
 class StandInSpark:

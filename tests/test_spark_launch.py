@@ -22,6 +22,7 @@ def test_the_driver_jvm_has_a_process_group_of_its_own(spark: Any) -> None:
     assert os.getpgid(process.pid) == process.pid != os.getpgid(0)
 
 
+@pytest.mark.quick
 def test_a_launch_is_made_without_preexec_fn(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, Any] = {}
 

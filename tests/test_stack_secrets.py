@@ -26,6 +26,7 @@ from streamctl.worker.supervisor import STACK_FILE, coordinator_command, pid_ali
 PASSWORD = "Sekr1t-catalog-pw"
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize(
     ("url", "shown"),
     [
@@ -45,6 +46,7 @@ def test_redact_url_hides_only_the_password(url: str, shown: str) -> None:
     assert redact_url(url) == shown
 
 
+@pytest.mark.quick
 def test_a_coordinator_command_line_carries_no_catalog() -> None:
     """Fails on f29f918 (the command took the catalog URL and put it after ``--catalog``)."""
     command = coordinator_command("127.0.0.1:7233", "coordinator")

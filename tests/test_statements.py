@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from test_pass_activity import run_pass
 
 from streamctl.activities.pass_activity import CatalogWork
 from streamctl.protocol import messages as m
+
+pytestmark = pytest.mark.quick
 
 SCRIPT = """
 CREATE LOGICAL SOURCE orders(id UINT64 NOT NULL, amount INT64 NOT NULL, ts UINT64 NOT NULL);

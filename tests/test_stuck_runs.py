@@ -10,6 +10,7 @@ import threading
 import uuid
 from pathlib import Path
 
+import pytest
 from conftest import DevServer
 
 from streamctl.worker.stuck_runs import (
@@ -39,6 +40,7 @@ def test_a_worker_whose_run_cannot_be_evicted_exits_for_a_fresh_one(temporal: De
     assert "cannot evict workflow run" in output
 
 
+@pytest.mark.quick
 def test_the_watchdog_acts_once_and_only_on_the_eviction_reports() -> None:
     """Only the SDK's reports at ERROR of an eviction it cannot finish; once; detached after."""
     calls: list[str] = []

@@ -247,6 +247,7 @@ def write_stack(state: Path, address: str, files_dir: Path | None) -> str:
     return config.ensure_payload_key(state)
 
 
+@pytest.mark.quick
 def test_the_stack_json_names_the_files_dir_and_the_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -266,6 +267,7 @@ def test_the_stack_json_names_the_files_dir_and_the_key(
     assert stack_files("127.0.0.1:7999", bare).payload_keys == ()
 
 
+@pytest.mark.quick
 def test_a_state_dir_of_another_stack_is_refused(tmp_path: Path) -> None:
     state = tmp_path / "state"
     write_stack(state, "127.0.0.1:7999", tmp_path / "files")

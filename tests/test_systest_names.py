@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,8 @@ from streamctl.planner import ast
 from streamctl.planner.parser import _lark_parser, parse_statements
 from streamctl.systest import namespace as systest_names
 from streamctl.systest.namespace import SEPARATOR, Namespace, tokens
+
+pytestmark = pytest.mark.quick
 
 TAG = "20260"
 """Digits only, so that upper-casing unquoted names leaves it alone."""

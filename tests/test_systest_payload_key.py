@@ -120,6 +120,7 @@ def envelope(text: str) -> bytes:
     return json.dumps([{"id": "r-1", "kind": "ExecuteStatement", "body": {"text": text}}]).encode()
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("text", COLUMNS_NAMED_LIKE_SECRETS)
 async def test_a_column_named_like_a_secret_is_no_secret(text: str) -> None:
     assert not carries_secret(text.encode())
@@ -128,11 +129,13 @@ async def test_a_column_named_like_a_secret_is_no_secret(text: str) -> None:
     assert await codec.encode([payload]) == [payload]  # stays readable JSON
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("answer", ANSWERS_WITH_SUCH_COLUMNS)
 def test_answers_naming_such_columns_are_no_secret(answer: dict[str, Any]) -> None:
     assert not carries_secret(json.dumps(answer).encode())
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize(
     "text",
     [
@@ -148,6 +151,7 @@ def test_secret_option_values_are_found_in_statements(text: str) -> None:
     assert carries_secret(text.encode()) and carries_secret(envelope(text))
 
 
+@pytest.mark.quick
 def test_secret_members_are_found_also_in_nested_json() -> None:
     nested = json.dumps({"config": json.dumps({"sasl_password": "pw"})}).encode()
     assert carries_secret(nested)
@@ -168,6 +172,7 @@ VALUES = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="'"), 
 SPACE = st.sampled_from([" ", "\n", "  ", "\t", "\n    "])
 
 
+@pytest.mark.quick
 @settings(max_examples=300, deadline=None)
 @given(name=NAMES, other=NAMES, space=SPACE)
 def test_property_identifiers_never_count_as_secrets(name: str, other: str, space: str) -> None:
@@ -185,6 +190,7 @@ def test_property_identifiers_never_count_as_secrets(name: str, other: str, spac
     assert not carries_secret(json.dumps({"schema": [{"name": name}, {"name": other}]}).encode())
 
 
+@pytest.mark.quick
 @settings(max_examples=300, deadline=None)
 @given(
     value=VALUES,

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conformance import require_suite
 from conftest import DevServer, coordinator_worker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -65,6 +66,7 @@ ORPHAN_EXPECTATION = """CREATE LOGICAL SOURCE s(a INT32 NOT NULL);
 # --- the reader --------------------------------------------------------------------------
 
 
+@pytest.mark.quick
 def test_an_unknown_directive_makes_the_file_unsupported_naming_the_line(tmp_path: Path) -> None:
     path = tmp_path / "config.test"
     path.write_text(GLOBAL_CONFIGURATION)
@@ -75,6 +77,7 @@ def test_an_unknown_directive_makes_the_file_unsupported_naming_the_line(tmp_pat
     assert [type(b) for b in systest.blocks] == [Statement, Statement, Query, Query]
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize(
     ("content", "reason"),
     [
@@ -94,6 +97,7 @@ def test_a_malformed_file_is_unsupported_with_the_reason(
     assert systest.unsupported is not None and reason in systest.unsupported, systest
 
 
+@pytest.mark.quick
 def test_an_unreadable_file_is_unsupported_with_the_reason(tmp_path: Path) -> None:
     folder = tmp_path / "folder.test"  # a directory where a file is expected
     folder.mkdir()
@@ -102,10 +106,9 @@ def test_an_unreadable_file_is_unsupported_with_the_reason(tmp_path: Path) -> No
     assert systest.blocks == []
 
 
+@pytest.mark.quick
 def test_the_suite_reads_with_nothing_unsupported() -> None:
-    suite = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "nes-systests"
-    if not suite.is_dir():
-        pytest.skip(f"the conformance suite is not at {suite}")
+    suite = require_suite()
     selected = select(find_files([suite]))
     assert [s.name for s, _ in selected if s.unsupported] == []
     assert query_count(selected) == 289
@@ -146,6 +149,7 @@ def _assert_read(systest: Any) -> None:
         assert isinstance(block, Statement | Query)
 
 
+@pytest.mark.quick
 @settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -159,6 +163,7 @@ def test_arbitrary_text_never_crashes_the_reader(
     _assert_read(read_systest(path, tmp_path))
 
 
+@pytest.mark.quick
 @settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -182,6 +187,7 @@ class _NoCoordinator:
     ask = ask_response
 
 
+@pytest.mark.quick
 async def test_a_file_whose_requests_fail_costs_its_queries_and_the_run_goes_on(
     tmp_path: Path,
 ) -> None:

@@ -12,13 +12,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conformance import needs_suite, systests_dir
 
 from streamctl.local_ports import free_port
 from streamctl.systest.runner import Outcome, Summary, in_testdata, with_option
 from streamctl.systest.suite_files import read_systest
 from streamctl.worker.supervisor import read_stack
 
-SUITE = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "nes-systests"
+SUITE = systests_dir()
 
 
 def streamctl(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess[str]:
@@ -34,6 +35,7 @@ def streamctl(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess[
 
 @pytest.mark.spark
 @pytest.mark.slow
+@needs_suite
 def test_guide_operator_inline_and_tcp_files_pass_completely_through_the_coordinator(
     tmp_path: Path,
 ):
@@ -71,6 +73,7 @@ def test_guide_operator_inline_and_tcp_files_pass_completely_through_the_coordin
         streamctl("down", "--state-dir", str(state), timeout=120)
 
 
+@pytest.mark.quick
 def test_an_option_joins_the_set_clause_or_starts_one():
     option = "'/d/a.csv' AS `SOURCE`.FILE_PATH"
     assert with_option("CREATE PHYSICAL SOURCE FOR s TYPE File;", option) == (
@@ -81,6 +84,7 @@ def test_an_option_joins_the_set_clause_or_starts_one():
     )
 
 
+@pytest.mark.quick
 def test_testdata_relative_paths_become_absolute_and_absolute_ones_stay(tmp_path: Path):
     inline = (
         "SELECT * FROM File('small/a.csv' AS `SOURCE`.FILE_PATH, "
@@ -97,6 +101,7 @@ def test_testdata_relative_paths_become_absolute_and_absolute_ones_stay(tmp_path
     )
 
 
+@pytest.mark.quick
 def test_a_file_reads_into_statements_queries_and_groups(tmp_path: Path):
     (tmp_path / "testdata").mkdir()
     folder = tmp_path / "mine"
@@ -120,6 +125,7 @@ def test_a_file_reads_into_statements_queries_and_groups(tmp_path: Path):
     assert statements[1].inline_rows == ["1", "2"]  # type: ignore[union-attr]
 
 
+@pytest.mark.quick
 def test_the_summary_ends_with_passed_and_failed_counts():
     summary = Summary(
         [

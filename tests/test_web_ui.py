@@ -140,6 +140,7 @@ async def current_details(handle: WorkflowHandle[Any, Any]) -> str:
     return str(metadata.current_details)
 
 
+@pytest.mark.quick
 def test_only_changed_search_attributes_are_upserted() -> None:
     view = WebUiView(TypedSearchAttributes([SearchAttributePair(SNAPSHOT_VERSION, 7)]))
     first = view.updates(7, {"ALIVE": 1}, {"RUNNING": 2})

@@ -7,11 +7,14 @@ import math
 from pathlib import Path
 from typing import Any, Final
 
+from conformance import suite_testdata
+
 from streamctl.spark.sink_writers import start_sink
 from streamctl.spark.source_readers import read_source
 from streamctl.spark.specs import SinkSpec, SourceSpec
 
-TESTDATA = Path(__file__).resolve().parents[3] / "shared/conformance/nes-systests/testdata"
+TESTDATA = suite_testdata()
+"""The suite's test data (:mod:`conformance`): a test reading it is marked ``needs_suite``."""
 QUERY_TIMEOUT_S = 120
 _ids = itertools.count(1)
 

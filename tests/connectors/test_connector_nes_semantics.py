@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conformance import needs_suite, suite_testdata
 
 from streamctl.nes_text import (
     Checksum,
@@ -25,7 +26,9 @@ from streamctl.planner.generator_schema import (
 )
 from streamctl.spark.generator import GeneratorPlan, mt19937
 
-TESTDATA = Path(__file__).resolve().parents[3] / "shared/conformance/nes-systests/testdata"
+pytestmark = pytest.mark.quick
+
+TESTDATA = suite_testdata()
 
 
 def plan(
@@ -83,6 +86,7 @@ def test_generator_checksums_of_the_suite(schema: str, stop: str, expected: str)
     assert generated.row_limit() == int(expected.split()[0])
 
 
+@needs_suite
 def test_random_fields_follow_nes_mt19937_stream() -> None:
     text = plan(
         "SEQUENCE UINT64 0 20 1, WORDLIST small/wordlist.csv, RANDOMSTR 1 6",

@@ -19,6 +19,8 @@ from streamctl.planner.options import (
 from streamctl.secret_options import SECRET_WORDS, URL_SECRET_OPTIONS
 from streamctl.spark.specs import SinkSpec, SourceSpec
 
+pytestmark = pytest.mark.quick
+
 
 def test_nes_statement_keys_are_accepted_and_canonicalised() -> None:
     config = normalize_source_options(

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conformance import needs_suite
 from connector_helpers import TESTDATA, columns, file_sink, run_bounded, source
 from pyspark.errors import StreamingQueryException
 
@@ -69,6 +70,7 @@ def test_file_sink_writes_nes_text(spark: Any, tmp_path: Path) -> None:
     assert '3,-1.826087,true,"a b",NULL' in read_file_sink_lines(quoted)
 
 
+@needs_suite
 def test_file_sink_is_exactly_once_when_a_written_batch_is_replayed(
     spark: Any, tmp_path: Path
 ) -> None:
@@ -109,6 +111,7 @@ def test_file_sink_complete_mode_keeps_the_latest_result(spark: Any, tmp_path: P
         batch_writer(sink, query_name="agg", checkpoint_dir="c", output_mode="update")
 
 
+@needs_suite
 def test_checksum_sink_matches_nes(spark: Any, tmp_path: Path) -> None:
     sink = SinkSpec("cs", "CHECKSUM", {}, columns(*STREAM8_COLUMNS))
     run_bounded(spark, source("FILE", STREAM8, *STREAM8_COLUMNS), sink, tmp_path)
@@ -132,6 +135,7 @@ def test_generator_checksum_of_the_suite(spark: Any, tmp_path: Path) -> None:
     assert read_checksum(checksum_directory(sink, "q", "unused")).line() == "200 60740"
 
 
+@needs_suite
 def test_checksum_is_exactly_once_across_restarts_and_replays(spark: Any, tmp_path: Path) -> None:
     incoming = tmp_path / "incoming"
     incoming.mkdir()
@@ -148,6 +152,7 @@ def test_checksum_is_exactly_once_across_restarts_and_replays(spark: Any, tmp_pa
     assert read_checksum(directory).line() == "5 1505"
 
 
+@needs_suite
 def test_print_and_void_sinks(spark: Any, tmp_path: Path) -> None:
     spec = source("FILE", STREAM8, *STREAM8_COLUMNS)
     printed = io.StringIO()
@@ -167,6 +172,7 @@ def test_print_and_void_sinks(spark: Any, tmp_path: Path) -> None:
     assert query.exception() is None
 
 
+@needs_suite
 def test_result_and_sink_schema_must_have_the_same_width(spark: Any, tmp_path: Path) -> None:
     frame = read_source(spark, source("FILE", STREAM8, *STREAM8_COLUMNS), tmp_path)
     with pytest.raises(ConnectorError, match="2 columns"):

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conformance import needs_suite
 from connector_helpers import TESTDATA, file_sink, run_bounded, source
 from pyspark.errors import StreamingQueryException
 
@@ -74,6 +75,7 @@ def test_a_bad_value_in_a_not_null_column_fails_the_query(spark: Any, tmp_path: 
         )
 
 
+@needs_suite
 def test_file_source_with_pipe_delimiter_and_json(spark: Any, tmp_path: Path) -> None:
     pipe = source(
         "FILE",
@@ -111,6 +113,7 @@ def test_parquet_file_source(spark: Any, tmp_path: Path) -> None:
     assert sorted(read_file_sink(spark, sink), key=str) == [(1, 2.5), (2, None)]
 
 
+@needs_suite
 def test_single_file_is_read_once_across_restarts(spark: Any, tmp_path: Path) -> None:
     data = tmp_path / "in [1].csv"  # glob characters in the name are taken literally
     shutil.copy(TESTDATA / "small/stream8.csv", data)

@@ -20,6 +20,7 @@ from streamctl.spark.jvm_functions import (
 COLUMNS = [("ID", "BIGINT"), ("V", "DOUBLE"), ("S", "STRING")]
 
 
+@pytest.mark.quick
 def test_the_jar_is_built_from_the_sources_beside_it() -> None:
     assert jar_digest() == source_digest(), "run scripts/build_jvm_jar.sh after editing the sources"
 
@@ -118,6 +119,7 @@ class _SessionWithoutTheJar:
         raise RuntimeError("[CANNOT_LOAD_FUNCTION_CLASS] Cannot load class io.streamctl...")
 
 
+@pytest.mark.quick
 def test_a_session_without_the_jar_gets_spark_expressions_and_one_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

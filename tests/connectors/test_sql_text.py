@@ -17,6 +17,7 @@ import math
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -277,6 +278,7 @@ def test_a_relation_is_its_steps_applied_as_dataframe_calls(
     assert not [t for t in spark.catalog.listTables() if t.name.startswith("streamctl_relation")]
 
 
+@pytest.mark.quick
 def test_steps_spark_would_merge_are_one_select_block() -> None:
     """Filters and projections over columns passed through, and selections and renamings of
     named items, join the block below (no subquery per step); computed items, groups, a

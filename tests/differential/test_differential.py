@@ -48,6 +48,7 @@ SHAPES = BASE_SHAPES + EXTRA_SHAPES
 # --- the comparison can fail -----------------------------------------------------------------
 
 
+@pytest.mark.quick
 def test_compare_rows_sees_a_planted_difference() -> None:
     types = ["UINT64", "INT32", "FLOAT64", "VARSIZED"]
     rows = [(0, 1, 1.5, "a"), (0, 1, 1.5, "a"), (10, None, None, "b")]
@@ -60,6 +61,7 @@ def test_compare_rows_sees_a_planted_difference() -> None:
     assert compare_rows(rows, off, types) == ([(0, 1, 1.5, "a")], [(0, 1, 1.5001, "a")])
 
 
+@pytest.mark.quick
 def test_compare_rows_takes_floats_as_the_sink_writes_them() -> None:
     # six decimals in the sink (nes_text.format_float); NaN matches NaN, infinities exactly
     types = ["FLOAT32", "FLOAT64"]
@@ -69,6 +71,7 @@ def test_compare_rows_takes_floats_as_the_sink_writes_them() -> None:
     assert compare_rows([(math.inf, 1.0)], [(-math.inf, 1.0)], types) != ([], [])
 
 
+@pytest.mark.quick
 async def test_shrinking_keeps_only_the_rows_that_make_a_case_disagree() -> None:
     # a stand-in product that disagrees whenever row (7, 70) is in the input
     culprit = (7, 70)
@@ -89,6 +92,7 @@ async def test_shrinking_keeps_only_the_rows_that_make_a_case_disagree() -> None
 # --- the generator -----------------------------------------------------------------------------
 
 
+@pytest.mark.quick
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(case=cases(SHAPES))
 def test_generated_queries_bind_or_are_refused_as_not_supported(case: object) -> None:
@@ -98,6 +102,7 @@ def test_generated_queries_bind_or_are_refused_as_not_supported(case: object) ->
         assert error.code == NOT_SUPPORTED, error
 
 
+@pytest.mark.quick
 def test_the_same_seed_gives_the_same_cases() -> None:
     assert generate_cases(5, 7, SHAPES) == generate_cases(5, 7, SHAPES)
 

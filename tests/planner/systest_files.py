@@ -1,24 +1,45 @@
-"""The NebulaStream suite for the planner's tests and harness: where it is, which files, and
-helpers over the product's reader (:mod:`streamctl.systest.suite_files`)."""
+"""The NebulaStream suite for the planner's tests and harness: where it is (:mod:`conformance`,
+``STREAMCTL_CONFORMANCE``), which files, and helpers over the product's reader
+(:mod:`streamctl.systest.suite_files`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from conformance import suite_params, suite_testdata, systests_dir
 
 from streamctl.systest.suite_files import Query, Statement, SystestFile
 from streamctl.systest.suite_files import read_systest as _read
 
-__all__ = ["TESTDATA", "Query", "Statement", "SystestFile", "read_systest", "suite_files"]
+__all__ = [
+    "TESTDATA",
+    "Query",
+    "Statement",
+    "SystestFile",
+    "read_systest",
+    "suite_file_params",
+    "suite_files",
+]
 
-SUITE_ROOT = Path(__file__).resolve().parents[3] / "shared" / "conformance" / "nes-systests"
-TESTDATA = SUITE_ROOT / "testdata"
+SUITE_ROOT = systests_dir()
+TESTDATA = suite_testdata()
 
 
 def suite_files(*folders: str) -> list[Path]:
+    """The suite's ``*.test`` files (of ``folders``, else all); none without the suite."""
     roots = [SUITE_ROOT / folder for folder in folders] if folders else [SUITE_ROOT]
-    return sorted(path for root in roots for path in root.rglob("*.test"))
+    return sorted(path for root in roots if root.is_dir() for path in root.rglob("*.test"))
+
+
+def suite_file_params(*folders: str) -> list[Any]:
+    """:func:`suite_files` to parametrize over (``folder/name.test`` ids); without the suite
+    one case that skips, saying where the suite was looked for."""
+    return suite_params(
+        lambda _root: suite_files(*folders), ids=lambda p: str(p.relative_to(p.parents[1]))
+    )
 
 
 def read_systest(path: Path) -> SystestFile:

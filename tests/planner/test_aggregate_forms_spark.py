@@ -152,6 +152,7 @@ def test_window_without_aggregates_or_keys_gives_the_non_empty_windows(
     assert result == [(1000, 2000), (1500, 2500)]
 
 
+@pytest.mark.quick
 def test_window_without_aggregates_offers_only_bounds_and_keys() -> None:
     lookup = MemoryCatalog({"s": SOURCE})
     with pytest.raises(PlannerError) as error:
@@ -235,6 +236,7 @@ def test_having_uses_aggregates_shown_or_not(spark: Any, tmp_path: Path) -> None
     assert run_reference(query_plan, {"s": ROWS}) == expected
 
 
+@pytest.mark.quick
 def test_having_refuses_what_is_no_condition() -> None:
     for having, code in (("SUM(a)", TYPE_MISMATCH), ("MAX(SUM(a)) > 1", INVALID_STATEMENT)):
         with pytest.raises(PlannerError) as refused:

@@ -86,6 +86,7 @@ def test_in_is_sqls_in(
     )
 
 
+@pytest.mark.quick
 def test_between_binds_tighter_than_and() -> None:
     """The AND of BETWEEN belongs to it; a following AND is the query's."""
     data = [(0, 1, 0, 2), (1, 5, 0, 2), (2, 1, None, 2)]
@@ -93,6 +94,7 @@ def test_between_binds_tighter_than_and() -> None:
     assert _ours(predicate, data) == _standard(predicate.replace("INT32(0)", "0"), data)
 
 
+@pytest.mark.quick
 def test_a_long_in_list_binds_and_matches_its_members() -> None:
     """The ORs of an IN list form a balanced tree: as a chain, 350 members passed the parser
     and hit the binder's recursion ("nested too deeply")."""
@@ -104,6 +106,7 @@ def test_a_long_in_list_binds_and_matches_its_members() -> None:
     )
 
 
+@pytest.mark.quick
 def test_an_in_list_past_its_limit_is_refused_when_parsed() -> None:
     """12,000 values took the agent's Spark down while it planned the query."""
     values = ", ".join(str(n) for n in range(MAX_IN_LIST_VALUES + 1))

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planner.systest_files import queries_with_catalog, read_systest, suite_files
+from planner.systest_files import queries_with_catalog, read_systest, suite_file_params
 from streamctl.error_codes import (
     INVALID_STATEMENT,
     NOT_SUPPORTED,
@@ -26,6 +26,8 @@ from streamctl.planner.catalog_lookup import MemoryCatalog, SinkInfo
 from streamctl.planner.parser import parse_query
 from streamctl.planner.planning_errors import PlannerError
 from streamctl.planner.types import _common_numeric
+
+pytestmark = pytest.mark.quick
 
 
 @dataclass(frozen=True)
@@ -363,7 +365,7 @@ def test_explain_without_sink() -> None:
 # ---- the conformance suite -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", suite_files(), ids=lambda p: str(p.relative_to(p.parents[1])))
+@pytest.mark.parametrize("path", suite_file_params())
 def test_suite_queries_bind_or_fail_as_expected(path: Path) -> None:
     for query, lookup in queries_with_catalog(read_systest(path)):
         try:

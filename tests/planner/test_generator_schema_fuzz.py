@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +28,8 @@ from streamctl.planner.generator_schema import (
     parse_rate,
 )
 from streamctl.planner.options import ConnectorOptionError
+
+pytestmark = pytest.mark.quick
 
 NUMBERS = st.one_of(
     st.integers(-(2**70), 2**70).map(str),

@@ -19,6 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from planner.spark_runs import Col, bound_plan, csv_stream_reader, run_to_end
 from streamctl.planner import plan
 from streamctl.planner.binder import bind_query
@@ -58,6 +60,7 @@ def _origin(operator: plan.Operator, expression: plan.Expr) -> str:
     return name
 
 
+@pytest.mark.quick
 def test_an_unqualified_name_two_joined_sources_share_is_the_left_ones() -> None:
     text = (
         "SELECT ts, x, b.ts AS bts FROM a INNER JOIN b ON id = b.id WINDOW TUMBLING(ts, SIZE 1 SEC)"
@@ -65,6 +68,7 @@ def test_an_unqualified_name_two_joined_sources_share_is_the_left_ones() -> None
     assert _output(text) == [("A$TS", "A$TS"), ("A$X", "A$X"), ("BTS", "B$TS")]
 
 
+@pytest.mark.quick
 def test_a_qualified_name_picks_its_source() -> None:
     text = "SELECT b.id, a.id FROM a INNER JOIN b ON a.x = b.x WINDOW TUMBLING(ts, SIZE 1 SEC)"
     assert [name for name, _ in _output(text)] == ["B$ID", "A$ID"]
@@ -79,6 +83,7 @@ def test_a_qualified_name_picks_its_source() -> None:
     assert plan.describe_expr(join.condition) == "eq(A$ID, A$ID)"
 
 
+@pytest.mark.quick
 def test_an_exact_name_wins_over_a_qualified_field_of_that_name() -> None:
     # The right input's alias TS is unqualified: "ts" names it exactly, before A$TS.
     text = (
@@ -88,6 +93,7 @@ def test_an_exact_name_wins_over_a_qualified_field_of_that_name() -> None:
     assert _output(text) == [("TS", "TS"), ("ATS", "A$TS")]
 
 
+@pytest.mark.quick
 def test_three_joined_streams_name_the_outer_window_and_the_first_source() -> None:
     text = (
         "SELECT start, end, ts, id FROM a INNER JOIN b ON a.id = b.id "

@@ -58,6 +58,7 @@ def test_two_time_columns_join_as_one_column_of_the_same_name(
     assert named_each == named_once
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize(
     ("statement", "refusal"),
     [

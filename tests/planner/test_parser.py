@@ -7,23 +7,30 @@ import contextlib
 from pathlib import Path
 
 import pytest
+from conformance import needs_suite
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planner.systest_files import all_statement_texts, read_systest, suite_files
+from planner.systest_files import (
+    all_statement_texts,
+    read_systest,
+    suite_file_params,
+    suite_files,
+)
 from streamctl.error_codes import INVALID_STATEMENT, SYNTAX_ERROR
 from streamctl.planner import ast
 from streamctl.planner.parser import MAX_NESTING, parse_query, parse_statements
 from streamctl.planner.planning_errors import PlannerError
 
-SUITE = suite_files()
 
-
+@pytest.mark.quick
+@needs_suite
 def test_suite_is_there() -> None:
-    assert len(SUITE) == 68
+    assert len(suite_files()) == 68
 
 
-@pytest.mark.parametrize("path", SUITE, ids=lambda p: str(p.relative_to(p.parents[1])))
+@pytest.mark.quick
+@pytest.mark.parametrize("path", suite_file_params())
 def test_every_statement_of_the_suite_parses(path: Path) -> None:
     systest = read_systest(path)
     for line, text in all_statement_texts(systest):
@@ -40,6 +47,7 @@ def select(text: str) -> ast.Select:
 # ---- what the AST says -----------------------------------------------------------------------
 
 
+@pytest.mark.quick
 def test_identifiers_are_upper_cased_unless_quoted() -> None:
     text = "select id, Stream.Value, `S$t` from stream into Sink"
     query = select(text)
@@ -49,6 +57,7 @@ def test_identifiers_are_upper_cased_unless_quoted() -> None:
     assert query.source == ast.SourceRef(name="STREAM", alias=None, line=1, column=column)
 
 
+@pytest.mark.quick
 def test_keywords_are_case_insensitive_and_usable_as_names_where_not_expected() -> None:
     query = select(
         "SeLeCt start AS windowStart, end, value, type, size FROM stream "
@@ -60,6 +69,7 @@ def test_keywords_are_case_insensitive_and_usable_as_names_where_not_expected() 
     assert query.window.size.millis == 5000
 
 
+@pytest.mark.quick
 def test_positions_are_one_based_line_and_column() -> None:
     query = select("SELECT\n  a,\n    b + c AS d\nFROM s INTO k")
     second = query.items[1]
@@ -69,6 +79,7 @@ def test_positions_are_one_based_line_and_column() -> None:
     assert (second.expression.right.line, second.expression.right.column) == (3, 9)
 
 
+@pytest.mark.quick
 def test_operator_precedence_follows_nebulastream() -> None:
     query = select("SELECT a FROM s WHERE NOT a + b * c < d OR e AND f == g INTO k")
     where = query.where
@@ -84,6 +95,7 @@ def test_operator_precedence_follows_nebulastream() -> None:
     assert isinstance(conjunction, ast.BinaryOp) and conjunction.op == "AND"
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize(
     ("written", "normalised"),
     [("=", "=="), ("==", "=="), ("<>", "!="), ("!=", "!="), ("<=>", "<=>")],
@@ -94,6 +106,7 @@ def test_comparison_spellings(written: str, normalised: str) -> None:
     assert query.where.op == normalised
 
 
+@pytest.mark.quick
 def test_constants() -> None:
     text = r"""SELECT FLOAT64(3.141), UINT64(0), VARSIZED("x\"y"), 'a\'b', -5, -2.5e3, TRUE, NULL,
         INT32(-1) FROM s INTO k"""
@@ -112,6 +125,7 @@ def test_constants() -> None:
     assert values[8].args[0].text == "-1"  # type: ignore[union-attr]
 
 
+@pytest.mark.quick
 def test_comments_of_all_kinds() -> None:
     statements = parse_statements(
         "# a comment line\nSELECT a, -- trailing\n /* block\n comment */ b # hash\nFROM s INTO k;"
@@ -119,12 +133,14 @@ def test_comments_of_all_kinds() -> None:
     assert len(statements) == 1
 
 
+@pytest.mark.quick
 def test_several_statements_and_empty_ones() -> None:
     statements = parse_statements(";;CREATE LOGICAL SOURCE s(a INT8);; SELECT a FROM s INTO k;")
     assert [type(s) for s in statements] == [ast.CreateLogicalSource, ast.QueryStatement]
     assert parse_statements("  ;  ") == []
 
 
+@pytest.mark.quick
 def test_create_statements() -> None:
     logical, physical, sink, worker = parse_statements(
         "CREATE LOGICAL SOURCE stream(id UINT64 NOT NULL, t text, b BIGINT);"
@@ -153,6 +169,7 @@ def test_create_statements() -> None:
     assert ast.options_to_config(worker.options) == {"CAPACITY": 4}
 
 
+@pytest.mark.quick
 def test_show_drop_explain() -> None:
     statements = parse_statements(
         "SHOW QUERIES; SHOW LOGICAL SOURCES FORMAT JSON; SHOW PHYSICAL SOURCES FOR s WHERE id = 3;"
@@ -187,6 +204,7 @@ def test_show_drop_explain() -> None:
     assert explain.statement.sink is None
 
 
+@pytest.mark.quick
 def test_windows_joins_unions_inline_sources_and_sinks() -> None:
     text = (
         "SELECT * FROM (SELECT * FROM s) INNER JOIN (SELECT * FROM t x) ON sid = tid "
@@ -227,11 +245,13 @@ def test_windows_joins_unions_inline_sources_and_sinks() -> None:
     assert isinstance(statement.sink, ast.InlineSink) and statement.sink.sink_type == "CHECKSUM"
 
 
+@pytest.mark.quick
 def test_count_window_is_parsed_for_the_binder_to_refuse() -> None:
     query = select("SELECT COUNT(a) FROM s WINDOW TUMBLING(100) INTO k")
     assert query.window is not None and query.window.kind == "COUNT"
 
 
+@pytest.mark.quick
 def test_parse_query_wants_exactly_one_query() -> None:
     with pytest.raises(PlannerError) as error:
         parse_query("SHOW SINKS")
@@ -244,6 +264,7 @@ def test_parse_query_wants_exactly_one_query() -> None:
 # ---- errors ----------------------------------------------------------------------------------
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize(
     ("text", "line", "column", "fragment"),
     [
@@ -275,12 +296,14 @@ def test_syntax_errors_name_line_column_and_problem(
     assert error.value.nes_code == 2000
 
 
+@pytest.mark.quick
 def test_expected_tokens_are_listed() -> None:
     with pytest.raises(PlannerError) as error:
         parse_statements("SELECT a FROM s WINDOW SLIDING(t, SIZE 1 SEC) INTO k")
     assert "expected" in error.value.message
 
 
+@pytest.mark.quick
 def test_deep_nesting_is_refused_without_recursion_error() -> None:
     deep = "SELECT a FROM s WHERE " + "NOT " * (MAX_NESTING + 50) + "a INTO k"
     with pytest.raises(PlannerError) as error:
@@ -375,6 +398,7 @@ _TOKENS = st.sampled_from(
 )
 
 
+@pytest.mark.quick
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_TOKENS, max_size=40))
 def test_token_soup_raises_only_planner_errors(tokens: list[str]) -> None:
@@ -382,6 +406,7 @@ def test_token_soup_raises_only_planner_errors(tokens: list[str]) -> None:
         parse_statements(" ".join(tokens))
 
 
+@pytest.mark.quick
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=200))
 def test_random_text_raises_only_planner_errors(text: str) -> None:

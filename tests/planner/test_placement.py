@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from streamctl.planner.placement import AgentSlots, Placement, count_active, place
+
+pytestmark = pytest.mark.quick
 
 
 def agent(name: str, capacity: int = 2, active: int = 0, state: str = "ALIVE", draining=False):

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from conformance import needs_suite
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,8 @@ from streamctl.planner import plan
 from streamctl.planner.binder import bind_query
 from streamctl.planner.parser import parse_query
 from streamctl.planner.planning_errors import PlannerError
+
+pytestmark = pytest.mark.quick
 
 
 def suite_plans() -> list[plan.QueryPlan]:
@@ -31,6 +34,7 @@ def suite_plans() -> list[plan.QueryPlan]:
 PLANS = suite_plans()
 
 
+@needs_suite
 def test_every_suite_plan_round_trips_through_json_text() -> None:
     assert len(PLANS) > 200
     for query_plan in PLANS:
@@ -41,6 +45,7 @@ def test_every_suite_plan_round_trips_through_json_text() -> None:
         assert restored.to_json_text() == text
 
 
+@needs_suite
 def test_json_is_plain_data() -> None:
     def check(value: Any) -> None:
         if isinstance(value, dict):
@@ -68,6 +73,7 @@ def test_uint64_constants_keep_every_digit() -> None:
     assert restored == plan.QueryPlan(root)
 
 
+@needs_suite
 def test_explain_names_every_operator() -> None:
     text = "\n".join(query_plan.explain() for query_plan in PLANS)
     for word in ("SCAN", "FILTER", "PROJECT", "UNION", "WINDOW AGGREGATE", "WINDOW JOIN"):
@@ -90,6 +96,7 @@ def _mutations(document: Any) -> list[Any]:
     return broken
 
 
+@needs_suite
 def test_malformed_plans_raise_planner_errors() -> None:
     document = PLANS[0].to_json()
     candidates: list[Any] = [None, [], "plan", {"version": 2, "root": document["root"]}]

@@ -1,6 +1,7 @@
 """Stacked windowed queries (a window aggregation or join over the output of another one) and
 joins of three streams, on local Spark and on the reference engine, with expected rows derived
-by hand from the NES documentation (``../shared/conformance/nes-docs``), not from any engine.
+by hand from the NES documentation (``nes-docs`` in the conformance folder,
+``STREAMCTL_CONFORMANCE``), not from any engine.
 
 Rules used:
 
@@ -199,6 +200,7 @@ def test_three_streams_joined_in_a_chain(spark: Any, tmp_path: Path) -> None:
 # ---- what Spark cannot run: refused when the query is bound ------------------------------------
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [

@@ -7,6 +7,7 @@ started (an interval Spark cannot parse), and ``SLIDING(ts, SIZE 1000 DAYS, ADVA
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +19,8 @@ from streamctl.planner.catalog_lookup import MemoryCatalog, SinkInfo
 from streamctl.planner.parser import parse_query
 from streamctl.planner.planning_errors import PlannerError
 from streamctl.protocol import messages as m
+
+pytestmark = pytest.mark.quick
 
 SOURCE = [m.ColumnSpec("id", "UINT64", False), m.ColumnSpec("ts", "UINT64", False)]
 SINK = [

@@ -1,5 +1,6 @@
 """Window and grouping forms on local Spark, with expected rows derived by hand from the NES
-documentation (``../shared/conformance/nes-docs``), not from any engine's output.
+documentation (``nes-docs`` in the conformance folder, ``STREAMCTL_CONFORMANCE``), not from
+any engine's output.
 
 Rules used (see the docstrings of :mod:`streamctl.planner.binder` and
 :mod:`streamctl.spark.translate`):
@@ -235,6 +236,7 @@ def _nes_windows(rows: list[tuple[int, int]], size: int, advance: int) -> list[t
     return [(s, s + size, sum(vs), len(vs)) for s, vs in windows.items()]
 
 
+@pytest.mark.quick
 def test_the_brute_force_rule_agrees_with_the_hand_derived_windows() -> None:
     rows = [(int(v), int(ts)) for v, ts in (line.split(",") for line in EVENTS[1])]
     assert _sorted(_nes_windows(rows, 1000, 3000)) == _sorted(
@@ -424,6 +426,7 @@ def _plan(text: str) -> Any:
     return bind_query(parse_query(text), _CATALOG).plan.to_json()
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize(
     "clause",
     [
@@ -445,6 +448,7 @@ def test_every_group_by_form_names_the_same_keys(clause: str) -> None:
     )
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize(
     "clause", ["GROUP BY k1 + 1", "GROUP BY (k1, k2 * 2)", "GROUP BY CONCAT(k2, k2)", "GROUP BY 1"]
 )
@@ -455,6 +459,7 @@ def test_keys_that_are_expressions_are_refused(clause: str) -> None:
     assert "GROUP BY takes columns" in str(error.value)
 
 
+@pytest.mark.quick
 def test_an_alias_from_the_select_list_is_no_key() -> None:
     # Keys are fields of the window's input; an alias only exists after the window.
     with pytest.raises(PlannerError):
@@ -466,12 +471,14 @@ def test_an_alias_from_the_select_list_is_no_key() -> None:
     )
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("clause", ["GROUP BY ()", "GROUP BY (k1,)", "GROUP BY"])
 def test_malformed_group_by_is_a_syntax_error(clause: str) -> None:
     with pytest.raises(PlannerError):
         parse_query(f"SELECT COUNT(*) AS n FROM keyed {clause} {_TUMBLING} INTO File()")
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize(
     "modifier", ["WITH ROLLUP", "with cube", "GROUPING SETS ((k1), k2)", "GROUPING SETS (k1, k2)"]
 )
@@ -483,6 +490,7 @@ def test_grouping_analytics_are_refused_by_name(modifier: str) -> None:
     assert modifier.split()[0].upper() in str(error.value)
 
 
+@pytest.mark.quick
 def test_the_new_keywords_stay_column_names() -> None:
     catalog = MemoryCatalog(
         {"words": [Col(n, "INT32") for n in ("with", "rollup", "cube", "grouping", "sets")]}

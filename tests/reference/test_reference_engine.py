@@ -26,6 +26,8 @@ from streamctl.planner.parser import parse_query
 from streamctl.reference import NesQueryFailure, ReferenceUnsupported, run_reference, to_sql
 from streamctl.reference.nes_semantics import RULES
 
+pytestmark = pytest.mark.quick
+
 
 @dataclass(frozen=True)
 class Col:
