@@ -98,8 +98,8 @@ def check_exactly_once(
 
 
 @pytest.mark.postgres
-@pytest.mark.timeout(1800)  # 20,000 requests, then 20,000 one-by-one replay passes
-async def test_20000_mixed_requests_from_threads_and_tasks(
+@pytest.mark.timeout(900)  # 6,000 requests, then 6,000 one-by-one replay passes
+async def test_6000_mixed_requests_from_threads_and_tasks(
     temporal, temporal_client, pg_url, tmp_path
 ):
     # The coordinator worker runs in its own process, as deployed: in this one it would share
@@ -108,7 +108,8 @@ async def test_20000_mixed_requests_from_threads_and_tasks(
         temporal, temporal_client, pg_url, tmp_path, workers=1
     )
     try:
-        answers = await run_load(coordinator, 20_000)
+        # A CI-sized load; `streamctl bench requests` sends any number.
+        answers = await run_load(coordinator, 6_000)
     finally:
         for process in processes:
             process.kill()
