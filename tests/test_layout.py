@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.quick
+
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent / "streamctl"
 
 RANKS: dict[str, int] = {
