@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test suite: lint, types, then every test (unit, Spark, PostgreSQL, load and faults).
-# Extra arguments go to pytest (for example: scripts/test.sh -m "not slow").
+# Extra arguments go to one serial pytest run instead (for example: scripts/test.sh -m quick).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,4 +21,13 @@ trap 'rm -rf "$docs_site"' EXIT
 .venv/bin/ruff check streamctl tests
 .venv/bin/ruff format --check streamctl tests
 .venv/bin/mypy streamctl
-.venv/bin/python -m pytest "$@"
+if [ "$#" -gt 0 ]; then
+  .venv/bin/python -m pytest "$@"
+  exit
+fi
+# Most tests wait (on Temporal, Spark, timers) more than they compute, so the suite runs on two
+# workers, a file at a time (a file's module fixtures stay shared), each worker with its own
+# Temporal dev server and SparkSession. A test that restarts a service the whole machine shares
+# (marked "alone") runs afterwards with nothing beside it.
+.venv/bin/python -m pytest -n 2 --dist loadfile -m "not alone"
+.venv/bin/python -m pytest -m alone

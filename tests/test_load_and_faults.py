@@ -250,6 +250,7 @@ def _restart_postgres() -> None:
 @pytest.mark.skipif(
     not Path("/etc/postgresql").is_dir(), reason="needs a local PostgreSQL cluster to restart"
 )
+@pytest.mark.alone  # every other test's PostgreSQL connections would break with it
 async def test_restart_of_postgresql_under_the_catalog(start_coordinator, pg_url, tmp_path):
     coordinator = await start_coordinator(pg_url, FAULT_CONFIG)
 
