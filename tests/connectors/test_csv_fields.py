@@ -203,7 +203,7 @@ def _compare(spark: Any, case: Case) -> None:
             assert all(same_value(a, b) for a, b in zip(planned_row, row, strict=True)), case
 
 
-@spark_examples(12)
+@spark_examples(6)
 @given(case=cases())
 @example(
     Case(
@@ -223,7 +223,7 @@ def test_the_java_parse_gives_what_the_expressions_give(
     _compare(spark, case)
 
 
-@spark_examples(8)
+@spark_examples(4)
 @given(case=cases())
 def test_both_parses_mean_the_same_under_the_planners_settings(
     spark: Any, has_jar: None, case: Case

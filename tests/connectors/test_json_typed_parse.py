@@ -272,7 +272,7 @@ def _strict_members(line: str) -> list[tuple[str, Any]] | None:
     return list(value[1]) if isinstance(value, tuple) else None
 
 
-@spark_examples(12)
+@spark_examples(6)
 @given(cases=st.lists(odd_syntax(), min_size=1, max_size=4))
 def test_tuples_in_any_syntax_read_as_from_json_reads_them(spark: Any, cases: list[Tuple]) -> None:
     """The jar's general rules (``NesJsonKeys``: the keys' texts) give what Spark's
