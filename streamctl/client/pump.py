@@ -81,7 +81,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-RETRYABLE_REJECTIONS = refusals.RETRYABLE_REJECTIONS
 RETRYABLE_STATUS = frozenset(
     {
         RPCStatusCode.RESOURCE_EXHAUSTED,
@@ -616,7 +615,7 @@ def _retryable(error: BaseException) -> bool:
         return True
     if isinstance(error, WorkflowUpdateFailedError):
         cause = error.cause
-        return isinstance(cause, ApplicationError) and cause.type in RETRYABLE_REJECTIONS
+        return isinstance(cause, ApplicationError) and cause.type in refusals.RETRYABLE_REJECTIONS
     if isinstance(error, RPCError):
         return error.status in RETRYABLE_STATUS
     return isinstance(error, asyncio.TimeoutError | ConnectionError)
